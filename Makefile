@@ -1,0 +1,33 @@
+# Developer entry points. `make serve` and `make test` work on a fresh machine with python3 >= 3.10.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 8500
+
+.PHONY: install serve test oracle lint protos
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+
+# Serve the bundled TF Serving example (gRPC on $(PORT)).
+serve: install
+	$(BIN)/model_server --port=$(PORT) --model_name=half_plus_two --model_base_path=$(CURDIR)/models/half_plus_two
+
+# The whole test suite: install, build the TensorFlow oracle corpus (cached in .oracle/), run every test.
+test: install
+	$(BIN)/python -m tests.oracle build
+	$(BIN)/python -m pytest -q
+
+oracle: install
+	$(BIN)/python -m tests.oracle build
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+protos: install
+	$(BIN)/python -m apis.generate

@@ -1,0 +1,84 @@
+"""The op registry: one numpy function per TF op, registered by decorator.
+
+A kernel's signature is the op's spec: inputs positional (in TF's input order; list inputs such as
+ConcatV2's ``values`` arrive as one Python list), attrs keyword-only with TF's names and defaults::
+
+    @kernel("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
+    def batch_mat_mul(x, y, *, adj_x=False, adj_y=False): ...
+
+Only the attrs a kernel names are passed (``T`` and friends are dropped unless asked for). A kernel
+that declares a keyword-only ``ctx`` parameter receives the ``OpContext`` (session resources, the
+node, the function library). It returns one value for a single-output op and a tuple for an op with
+several outputs or a list output, flattened in TF's output order. Special cases are registry data,
+never ``if op == ...`` in the interpreter:
+
+- ``stateful``: reads or writes state (variables, tables, random): never folded or cached.
+- ``const_inputs``: input indices that must be known before run (shapes, axes): used by ONNX
+  conversion and shape inference.
+- ``accepts_dead``: the op consumes dead tensors of TF1 control flow itself (Merge, and the ops that
+  forward deadness by design); for every other op a dead input makes every output dead.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    """A registered kernel and what the interpreter needs to know about it, computed once."""
+
+    op_types: tuple[str, ...]
+    fn: Callable
+    stateful: bool = False
+    const_inputs: tuple[int, ...] = ()
+    accepts_dead: bool = False
+    attr_names: frozenset[str] = field(default_factory=frozenset)
+    takes_all_attrs: bool = False
+    needs_context: bool = False
+
+    def select_attrs(self, attrs: dict) -> dict:
+        """The subset of a node's decoded attrs this kernel's signature names."""
+        if self.takes_all_attrs:
+            return dict(attrs)
+        return {k: v for k, v in attrs.items() if k in self.attr_names}
+
+
+KERNELS: dict[str, KernelDef] = {}
+
+
+def kernel(
+    *op_types: str,
+    stateful: bool = False,
+    const_inputs: tuple[int, ...] = (),
+    accepts_dead: bool = False,
+) -> Callable[[Callable], Callable]:
+    """Register ``fn`` as the numpy kernel of each TF op type named."""
+
+    def register(fn: Callable) -> Callable:
+        params = inspect.signature(fn).parameters.values()
+        keyword_only = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        definition = KernelDef(
+            op_types=op_types,
+            fn=fn,
+            stateful=stateful,
+            const_inputs=const_inputs,
+            accepts_dead=accepts_dead,
+            attr_names=frozenset(keyword_only - {"ctx"}),
+            takes_all_attrs=any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params),
+            needs_context="ctx" in keyword_only,
+        )
+        for op_type in op_types:
+            if op_type in KERNELS:
+                raise ValueError(f"Kernel for op {op_type!r} registered twice")
+            KERNELS[op_type] = definition
+        return fn
+
+    return register
+
+
+def lookup(op_type: str) -> KernelDef | None:
+    """The kernel for an op type, or None; importing ``runtime.kernels`` fills the registry."""
+    return KERNELS.get(op_type)

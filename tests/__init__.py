@@ -1,0 +1,1 @@
+"""Test suite of savedmodel-server (a package so that ``python -m tests.oracle`` works)."""

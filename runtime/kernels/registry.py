@@ -17,6 +17,8 @@ never ``if op == ...`` in the interpreter:
   conversion and shape inference.
 - ``accepts_dead``: the op consumes dead tensors of TF1 control flow itself (Merge, and the ops that
   forward deadness by design); for every other op a dead input makes every output dead.
+
+A kernel marks an output dead (Switch's untaken branch) by returning ``DEAD`` in its place.
 """
 
 from __future__ import annotations
@@ -47,6 +49,18 @@ class KernelDef:
 
 
 KERNELS: dict[str, KernelDef] = {}
+
+
+class _Dead:
+    """The value of a dead tensor (TF1 control flow): a singleton the interpreter propagates."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DEAD"
+
+
+DEAD = _Dead()
 
 
 def kernel(

@@ -1,6 +1,6 @@
 """Dump TensorFlow's own FileDescriptorProtos (run inside an oracle venv).
 
-Usage: python dump_descriptors.py OUT.binpb
+Usage (from tests/apis): python -m oracle_scripts.dump_descriptors OUT.binpb
 
 Writes a FileDescriptorSet holding every file that the TF and TF Serving
 modules below register, plus everything they import, so the caller can compare

@@ -1,0 +1,178 @@
+"""``SavedModelBundle``: a restored, initialised Session plus the MetaGraphDef it came from.
+
+Loading follows TensorFlow's ``loader.load`` / C++ ``LoadSavedModel`` step by step:
+
+1. ``read_saved_model``: parse ``saved_model.pb`` (or ``.pbtxt``);
+2. ``select_meta_graph``: the MetaGraphDef whose tag set equals the requested one;
+3. import it (graph, function library, collections) into the Session's Graph;
+4. restore variables: run ``saver_def.restore_op_name`` with ``variables/variables`` fed to
+   ``saver_def.filename_tensor_name``, so ``RestoreV2`` and the assign ops run in the runtime
+   (skipped when the export has no ``variables/variables.index``, as in TensorFlow);
+5. run the init op -- the ``__saved_model_init_op`` signature, else the ``saved_model_main_op``
+   collection, else ``legacy_init_op`` -- with each asset's path fed to its tensor.
+
+Nothing here executes code carried by the model: ``PyFunc``/``EagerPyFunc`` nodes are refused by the
+Session with UnimplementedError naming the op. A bundle owns its Session; ``close()`` releases it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from apis.tensorflow.core.protobuf import fingerprint_pb2, meta_graph_pb2
+from loader.assets import resolve_assets
+from loader.fingerprint import read_fingerprint
+from loader.meta_graph import select_meta_graph
+from loader.saved_model import read_saved_model, variables_prefix
+from runtime import errors
+
+logger = logging.getLogger(__name__)
+
+INIT_OP_SIGNATURE_KEY = "__saved_model_init_op"
+MAIN_OP_KEY = "saved_model_main_op"
+LEGACY_INIT_OP_KEY = "legacy_init_op"
+
+
+@dataclasses.dataclass
+class SavedModelBundle:
+    """A loaded SavedModel: ``session`` is restored and initialised, ready for ``session.run``.
+
+    ``signature_defs`` is the MetaGraphDef's signature map (``__saved_model_init_op`` included, as
+    in TensorFlow). The Session is safe to run from several threads as far as the runtime's Session
+    is; the bundle itself is never mutated after loading.
+    """
+
+    session: object
+    meta_graph_def: meta_graph_pb2.MetaGraphDef
+    export_dir: str
+    tags: frozenset[str]
+    fingerprint: fingerprint_pb2.FingerprintDef | None = None
+
+    @property
+    def signature_defs(self) -> Mapping[str, meta_graph_pb2.SignatureDef]:
+        return self.meta_graph_def.signature_def
+
+    def close(self) -> None:
+        close = getattr(self.session, "close", None)
+        if close is not None:
+            close()
+
+
+def load(sess, tags: Iterable[str], export_dir: str) -> meta_graph_pb2.MetaGraphDef:
+    """Load into ``sess`` (whose graph must be empty) as ``tf.compat.v1.saved_model.loader.load``."""
+    export_dir = os.fspath(export_dir)
+    tags = [tags] if isinstance(tags, str) else list(tags)
+    saved_model = read_saved_model(export_dir)
+    meta_graph_def = select_meta_graph(saved_model, tags, export_dir)
+    _import(sess.graph, meta_graph_def, export_dir, tags)
+    restore_variables(sess, meta_graph_def, export_dir)
+    run_init_op(sess, meta_graph_def, export_dir)
+    return meta_graph_def
+
+
+def load_saved_model(
+    export_dir: str, tags: Iterable[str] = ("serve",), session_config=None
+) -> SavedModelBundle:
+    """A new Session over a new Graph with the SavedModel loaded, like C++ ``LoadSavedModel``."""
+    from runtime import Graph, Session  # the runtime core; imported here to keep `import loader` light
+
+    start = time.monotonic()
+    export_dir = os.fspath(export_dir)
+    tags = frozenset([tags] if isinstance(tags, str) else tags)
+    logger.info("Reading SavedModel from: %s", export_dir)
+    session = Session(graph=Graph(), config=session_config)
+    try:
+        meta_graph_def = load(session, tags, export_dir)
+        fingerprint = read_fingerprint(export_dir)
+    except BaseException:
+        close = getattr(session, "close", None)
+        if close is not None:
+            close()
+        raise
+    logger.info(
+        "SavedModel load for tags { %s }; Status: success. Took %d microseconds.",
+        " ".join(sorted(tags)),
+        (time.monotonic() - start) * 1e6,
+    )
+    return SavedModelBundle(session, meta_graph_def, export_dir, tags, fingerprint)
+
+
+def _import(graph, meta_graph_def, export_dir: str, tags) -> None:
+    try:
+        graph.import_meta_graph(meta_graph_def)
+    except errors.OpError:
+        raise
+    except Exception as e:  # a parsable but malformed graph must still surface as a loader error
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Cannot import the MetaGraphDef with tags {sorted(set(tags))} of {export_dir}: "
+            f"{type(e).__name__}: {e}",
+        ) from e
+
+
+def restore_variables(sess, meta_graph_def: meta_graph_pb2.MetaGraphDef, export_dir: str) -> None:
+    """Run the saver's restore op with the variables prefix fed; a no-op for exports without variables."""
+    prefix = variables_prefix(export_dir)
+    if not os.path.exists(prefix + ".index"):
+        logger.info("The specified SavedModel has no variables; no checkpoints were restored.")
+        return
+    saver_def = meta_graph_def.saver_def
+    if not meta_graph_def.HasField("saver_def") or not saver_def.restore_op_name:
+        logger.info("The MetaGraphDef has no saver; no checkpoints were restored.")
+        return
+    feeds = {
+        saver_def.filename_tensor_name: np.array(prefix.encode("utf-8", "surrogateescape"), dtype=object)
+    }
+    _run(sess, saver_def.restore_op_name, feeds, export_dir, "restore")
+
+
+def init_op_name(meta_graph_def: meta_graph_pb2.MetaGraphDef) -> str | None:
+    """The init op TensorFlow would run: signature, then main_op collection, then legacy_init_op."""
+    signature = meta_graph_def.signature_def.get(INIT_OP_SIGNATURE_KEY)
+    if signature is not None:
+        output = signature.outputs.get(INIT_OP_SIGNATURE_KEY)
+        if output is not None and output.name:
+            return output.name
+    for key in (MAIN_OP_KEY, LEGACY_INIT_OP_KEY):
+        if key in meta_graph_def.collection_def:
+            names = meta_graph_def.collection_def[key].node_list.value
+            if len(names) != 1:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Expected exactly one SavedModel init op. Found {len(names)}: {list(names)}."
+                )
+            return names[0]
+    return None
+
+
+def run_init_op(sess, meta_graph_def: meta_graph_pb2.MetaGraphDef, export_dir: str) -> None:
+    """Run the init op, if any, with every asset path fed to its tensor."""
+    name = init_op_name(meta_graph_def)
+    if name is None:
+        return
+    assets = resolve_assets(meta_graph_def, export_dir)
+    feeds = {
+        tensor: np.array(path.encode("utf-8", "surrogateescape"), dtype=object)
+        for tensor, path in assets.items()
+    }
+    _run(sess, name, feeds, export_dir, "init")
+
+
+def _run(sess, op_name: str, feeds: dict, export_dir: str, what: str) -> None:
+    target = op_name[1:] if op_name.startswith("^") else op_name
+    if target.endswith(":0"):  # an op stored as a tensor name: run the op itself
+        target = target[:-2]
+    try:
+        sess.run([target], feed_dict=feeds)
+    except errors.OpError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a malformed graph must surface as a loader error
+        raise errors.InvalidArgumentError(
+            None, None, f"Failed to run the {what} op {op_name!r} of {export_dir}: {type(e).__name__}: {e}"
+        ) from e

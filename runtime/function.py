@@ -1,0 +1,221 @@
+"""Library functions: ``FunctionDef`` instantiation and calls.
+
+``instantiate`` turns a FunctionDef plus the caller's attrs into a ``FunctionBody``: a Graph in
+which each input arg is an ``_Arg`` node named after the arg, attr placeholders are replaced by
+the caller's values, and every ``node:out_arg:i`` reference is rewritten to the flat output index
+``node:k`` (using the op signature, or the called function's signature for nested calls). The
+body shares its parent's function library, so nested calls resolve.
+
+``FunctionLibraryRuntime`` (one per Session) instantiates each (function, attrs) once, builds its
+plan (fetching the rets, running the control rets and every stateful op, as TF's function
+runtime keeps them), and runs it with the Session's resources. Every function a node names
+through a func-valued attr (``PartitionedCall``'s ``f``, ``If``'s branches) is instantiated when
+the caller's plan is built, so unsupported ops deep inside TF2 functions are reported up front.
+Thread-safe: instantiation takes a lock; plans are immutable.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from apis.tensorflow.core.framework import attr_value_pb2, function_pb2, graph_pb2, node_def_pb2
+from runtime import attrs as attr_lib
+from runtime import errors
+from runtime.attrs import FuncAttr
+from runtime.graph import Graph, Operation, Tensor, function_signature, op_signature
+from runtime.kernels import lookup
+from runtime.plan import Plan, build_plan, instrument, run_plan
+
+# Set by Session.run while a run has a deadline or traces: (deadline | None, trace list | None).
+RUN_STATE: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("run_state", default=None)
+
+
+@dataclass(frozen=True)
+class FunctionBody:
+    name: str
+    graph: Graph
+    args: tuple[Tensor, ...]
+    rets: tuple[Tensor, ...]
+    control_rets: tuple[Operation, ...]
+
+
+def _call_attrs(
+    fdef: function_pb2.FunctionDef, attrs: Mapping[str, attr_value_pb2.AttrValue]
+) -> dict[str, attr_value_pb2.AttrValue]:
+    """The function's own attrs: the caller's values, else the signature's defaults."""
+    result = {}
+    for attr in fdef.signature.attr:
+        if attr.name in attrs:
+            result[attr.name] = attrs[attr.name]
+        elif attr.HasField("default_value"):
+            result[attr.name] = attr.default_value
+    return result
+
+
+def _substitute(value: attr_value_pb2.AttrValue, attrs: Mapping, where: str) -> None:
+    kind = value.WhichOneof("value")
+    if kind == "placeholder":
+        if value.placeholder not in attrs:
+            raise errors.InvalidArgumentError(
+                None, None, f"Attr {value.placeholder} is not found from {where}"
+            )
+        value.CopyFrom(attrs[value.placeholder])
+    elif kind == "func":
+        for inner in value.func.attr.values():
+            _substitute(inner, attrs, where)
+    elif kind == "list":
+        for func in value.list.func:
+            for inner in func.attr.values():
+                _substitute(inner, attrs, where)
+
+
+def _output_offsets(node: node_def_pb2.NodeDef, library: Mapping) -> dict[str, int] | None:
+    fdef = library.get(node.op)
+    signature = function_signature(fdef) if fdef is not None else op_signature(node.op)
+    if signature is None:
+        return None
+    attrs = attr_lib.decode_attrs(node.attr)
+    offsets, start = {}, 0
+    for arg in signature.outputs:
+        offsets[arg.name] = start
+        start += arg.size(attrs)
+    return offsets
+
+
+def instantiate(
+    fdef: function_pb2.FunctionDef,
+    attrs: Mapping[str, attr_value_pb2.AttrValue],
+    library: dict[str, function_pb2.FunctionDef],
+) -> FunctionBody:
+    """The body of ``fdef`` called with ``attrs``, as a Graph sharing ``library``."""
+    name = fdef.signature.name
+    own_attrs = _call_attrs(fdef, attrs)
+    graph_def = graph_pb2.GraphDef()
+    for index, arg in enumerate(fdef.signature.input_arg):
+        if arg.number_attr or arg.type_list_attr:
+            raise errors.UnimplementedError(
+                None, None, f"Function {name}: list input arg '{arg.name}' is not supported"
+            )
+        node = graph_def.node.add(name=arg.name, op="_Arg")
+        node.attr["index"].i = index
+        dtype = arg.type or (own_attrs[arg.type_attr].type if arg.type_attr in own_attrs else 0)
+        node.attr["T"].type = dtype
+    for body_node in fdef.node_def:
+        node = graph_def.node.add()
+        node.CopyFrom(body_node)
+        for value in node.attr.values():
+            _substitute(value, own_attrs, f"function {name}")
+    offsets = {n.name: _output_offsets(n, library) for n in graph_def.node[len(fdef.signature.input_arg) :]}
+
+    def flat(text: str) -> str:
+        if text.startswith("^"):
+            return text
+        parts = text.split(":")
+        if len(parts) != 3:
+            return text
+        node_name, out_arg, index = parts
+        table = offsets.get(node_name)
+        if table is None or out_arg not in table:
+            if table is not None or node_name not in offsets:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Function {name}: cannot resolve input '{text}'"
+                )
+            return f"{node_name}:{index}"
+        return f"{node_name}:{table[out_arg] + int(index)}"
+
+    for node in graph_def.node:
+        node.input[:] = [flat(t) for t in node.input]
+    graph = Graph(functions=library)
+    graph.import_graph_def(graph_def)
+    graph.finalize()
+    ret_names = [flat(fdef.ret[arg.name]) for arg in fdef.signature.output_arg]
+    return FunctionBody(
+        name=name,
+        graph=graph,
+        args=tuple(graph.get_tensor_by_name(f"{a.name}:0") for a in fdef.signature.input_arg),
+        rets=tuple(graph.get_tensor_by_name(r if ":" in r else f"{r}:0") for r in ret_names),
+        control_rets=tuple(
+            graph.get_operation_by_name(fdef.control_ret[n]) for n in fdef.signature.control_output
+        ),
+    )
+
+
+class _Instance:
+    """An instantiated function with its plan: calling it runs the body."""
+
+    def __init__(self, body: FunctionBody, plan: Plan):
+        self.body = body
+        self.plan = plan
+
+    def __call__(self, *args) -> tuple:
+        if len(args) != len(self.plan.feed_slots):
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Function {self.body.name} expects {len(self.plan.feed_slots)} arguments, got {len(args)}",
+            )
+        state = RUN_STATE.get()
+        steps = instrument(self.plan, *state) if state is not None else None
+        return tuple(run_plan(self.plan, args, steps))
+
+
+class FunctionLibraryRuntime:
+    """Instantiates and calls a graph's library functions for one Session."""
+
+    def __init__(self, library: dict[str, function_pb2.FunctionDef], resources):
+        self._library = library
+        self._resources = resources
+        self._instances: dict[tuple, _Instance | None] = {}
+        self._by_attr: dict[int, tuple[FuncAttr, Callable]] = {}
+        self._lock = threading.RLock()
+
+    def instance(self, name: str, attrs: Mapping[str, attr_value_pb2.AttrValue]) -> Callable:
+        """A callable ``(*args) -> tuple`` running function ``name`` with ``attrs``."""
+        fdef = self._library.get(name)
+        if fdef is None:
+            raise errors.NotFoundError(None, None, f"Function {name} is not defined.")
+        own = _call_attrs(fdef, attrs)
+        key = (name, tuple(sorted((k, v.SerializeToString(deterministic=True)) for k, v in own.items())))
+        with self._lock:
+            if key in self._instances:
+                found = self._instances[key]
+                # None: being instantiated (a recursive function); resolve at call time.
+                return found if found is not None else (lambda *a: self._instances[key](*a))
+            self._instances[key] = None
+            try:
+                body = instantiate(fdef, attrs, self._library)
+                self._instances[key] = _Instance(body, self._plan(body))
+            except BaseException:
+                del self._instances[key]
+                raise
+            return self._instances[key]
+
+    def _plan(self, body: FunctionBody) -> Plan:
+        stateful = [
+            op for op in body.graph.get_operations() if (k := lookup(op.type)) is not None and k.stateful
+        ]
+        targets = list(dict.fromkeys([*body.control_rets, *stateful]))
+        return build_plan(body.args, body.rets, targets, self._resources, self)
+
+    def call_kernel(self, op: Operation) -> Callable:
+        """The kernel of a node whose op type names a library function."""
+        return self.instance(op.type, op.node_def.attr)
+
+    def prepare(self, func: FuncAttr) -> None:
+        """Instantiates ``func`` now (plan time), so ``call`` only looks it up."""
+        if id(func) not in self._by_attr:
+            attrs = func.proto.attr if func.proto is not None else {}
+            instance = self.instance(func.name, attrs)
+            with self._lock:
+                self._by_attr[id(func)] = (func, instance)
+
+    def call(self, func: FuncAttr, args: Sequence) -> tuple:
+        """Runs the function a func-valued attr names (kernels: ``ctx.functions.call(f, args)``)."""
+        entry = self._by_attr.get(id(func))
+        if entry is None:
+            self.prepare(func)
+            entry = self._by_attr[id(func)]
+        return entry[1](*args)

@@ -1,0 +1,557 @@
+"""``Graph``, ``Operation`` and ``Tensor``: a GraphDef in memory, with ``tf.Graph``'s lookups.
+
+A Graph is built by importing GraphDefs (``Graph.from_graph_def``, ``import_graph_def``,
+``import_meta_graph``); there is no op-building API. NodeDefs are kept as given, so
+``as_graph_def`` round-trips them. Everything derived from a node (inputs, attrs, outputs) is
+computed lazily and cached on its ``Operation``.
+
+Outputs: without OpDefs at run time, an op's outputs come from ``runtime/op_signatures.py`` (every
+TF op's args), the function library (an op named after a function), or its ``_output_shapes``
+attr. For an op none of these describe (a custom op), the count is the highest output index any
+consumer or lookup has asked for, and the kernel decides at run time.
+
+Thread-safety: lookups are safe from any thread; imports and collection changes take a lock and
+bump ``version`` (Sessions key their cached plans on it). ``finalize()`` makes the graph
+read-only, as TF does before serving it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, versions_pb2
+from apis.tensorflow.core.protobuf import meta_graph_pb2
+from runtime import attrs as attr_lib
+from runtime import dtypes
+from runtime.device import DeviceSpec
+from runtime.op_signatures import SIGNATURES
+
+_TENSOR_FORM = ' Tensor names must be of the form "<op_name>:<output_index>".'
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One input or output arg of an op, from ``op_signatures``."""
+
+    name: str
+    is_ref: bool = False
+    number_attr: str | None = None  # a list of int(attrs[number_attr]) tensors
+    type_list_attr: str | None = None  # a list typed by attrs[type_list_attr]
+    type_attr: str | None = None
+    fixed_type: int | None = None
+
+    def size(self, attrs: dict) -> int:
+        if self.number_attr is not None:
+            return int(attrs.get(self.number_attr) or 0)
+        if self.type_list_attr is not None:
+            return len(attrs.get(self.type_list_attr) or ())
+        return 1
+
+    def dtypes(self, attrs: dict) -> list[int | None]:
+        if self.type_list_attr is not None:
+            return list(attrs.get(self.type_list_attr) or ())
+        dtype = self.fixed_type if self.type_attr is None else attrs.get(self.type_attr)
+        if dtype is not None and self.is_ref:
+            dtype += dtypes.REF_OFFSET
+        return [dtype] * self.size(attrs)
+
+
+@dataclass(frozen=True)
+class OpSignature:
+    inputs: tuple[ArgSpec, ...]
+    outputs: tuple[ArgSpec, ...]
+
+
+def _parse_arg(text: str) -> ArgSpec:
+    is_ref = text.startswith("&")
+    text = text.lstrip("&")
+    text, _, type_text = text.partition(":")
+    name, _, type_list_attr = text.partition("+")
+    name, _, number_attr = name.partition("*")
+    return ArgSpec(
+        name=name,
+        is_ref=is_ref,
+        number_attr=number_attr or None,
+        type_list_attr=type_list_attr or None,
+        type_attr=type_text if type_text and not type_text.startswith("=") else None,
+        fixed_type=int(type_text[1:]) if type_text.startswith("=") else None,
+    )
+
+
+@functools.cache
+def op_signature(op_type: str) -> OpSignature | None:
+    """The input/output args of a TF op type, or None for an op TF does not define."""
+    text = SIGNATURES.get(op_type)
+    if text is None:
+        return None
+    inputs, _, outputs = text.partition("->")
+    return OpSignature(
+        tuple(_parse_arg(a) for a in inputs.split(",") if a),
+        tuple(_parse_arg(a) for a in outputs.split(",") if a),
+    )
+
+
+def function_signature(fdef: function_pb2.FunctionDef) -> OpSignature:
+    """A library function's args as an op signature (a call node's inputs and outputs)."""
+
+    def spec(arg) -> ArgSpec:
+        return ArgSpec(
+            name=arg.name,
+            number_attr=arg.number_attr or None,
+            type_list_attr=arg.type_list_attr or None,
+            type_attr=arg.type_attr or None,
+            fixed_type=arg.type or None,
+        )
+
+    return OpSignature(
+        tuple(spec(a) for a in fdef.signature.input_arg),
+        tuple(spec(a) for a in fdef.signature.output_arg),
+    )
+
+
+def parse_input(text: str) -> tuple[str, int, bool]:
+    """A NodeDef input string -> (op name, output index, is_control)."""
+    if text.startswith("^"):
+        return text[1:], -1, True
+    name, sep, index = text.rpartition(":")
+    if sep and index.isdigit():
+        return name, int(index), False
+    return text, 0, False
+
+
+class Tensor:
+    """One output of an Operation; interned, so it is hashable and comparable by identity."""
+
+    __slots__ = ("op", "value_index", "name")
+
+    def __init__(self, op: Operation, value_index: int):
+        self.op = op
+        self.value_index = value_index
+        self.name = f"{op.name}:{value_index}"
+
+    @property
+    def graph(self) -> Graph:
+        return self.op.graph
+
+    @property
+    def dtype(self) -> int | None:
+        """The ``DataType`` where the op's signature or attrs tell it, else None."""
+        return self.op._output_dtype(self.value_index)
+
+    @property
+    def shape(self) -> tuple[int | None, ...] | None:
+        """Static shape: a tuple (None for unknown dims), or None for an unknown rank."""
+        return self.op._output_shape(self.value_index)
+
+    def get_shape(self) -> tuple[int | None, ...] | None:
+        return self.shape
+
+    def consumers(self) -> list[Operation]:
+        return [op for op in self.graph.get_operations() if self in op.inputs]
+
+    def __repr__(self) -> str:
+        dtype = self.dtype
+        shown = "<unknown>" if self.shape is None else self.shape
+        return f"<Tensor '{self.name}' shape={shown} dtype={dtypes.name(dtype) if dtype else None}>"
+
+
+class Operation:
+    """One node of a Graph: its NodeDef and what is derived from it, lazily."""
+
+    def __init__(self, graph: Graph, node_def: node_def_pb2.NodeDef):
+        self.graph = graph
+        self.node_def = node_def
+        self.name = node_def.name
+        self.type = node_def.op
+        self._attrs: dict | None = None
+        self._links: tuple[list[Tensor], list[Operation]] | None = None
+        self._outputs: dict[int, Tensor] = {}
+        self._num_outputs: tuple[int, bool] | None = None
+
+    # -- attrs ---------------------------------------------------------------------------
+    @property
+    def attrs(self) -> dict:
+        """Every attr, decoded (``runtime.attrs``); computed once."""
+        if self._attrs is None:
+            self._attrs = attr_lib.decode_attrs(self.node_def.attr)
+        return self._attrs
+
+    def get_attr(self, name: str):
+        if name not in self.node_def.attr:
+            raise ValueError(f"Operation '{self.name}' has no attr named '{name}'.")
+        return self.attrs[name]
+
+    @property
+    def device(self) -> str:
+        return self.node_def.device
+
+    @property
+    def device_spec(self) -> DeviceSpec:
+        return DeviceSpec.from_string(self.node_def.device)
+
+    # -- edges ---------------------------------------------------------------------------
+    def _resolve_links(self) -> tuple[list[Tensor], list[Operation]]:
+        if self._links is None:
+            data, control = [], []
+            for text in self.node_def.input:
+                name, index, is_control = parse_input(text)
+                op = self.graph._ops[name]
+                if is_control:
+                    control.append(op)
+                else:
+                    data.append(op._output(index))
+            self._links = (data, control)
+        return self._links
+
+    @property
+    def inputs(self) -> list[Tensor]:
+        return self._resolve_links()[0]
+
+    @property
+    def control_inputs(self) -> list[Operation]:
+        return self._resolve_links()[1]
+
+    @property
+    def signature(self) -> OpSignature | None:
+        """The op's args: TF's op signature, or the library function it calls."""
+        fdef = self.graph._functions.get(self.type)
+        return function_signature(fdef) if fdef is not None else op_signature(self.type)
+
+    def _count_outputs(self) -> tuple[int, bool]:
+        """(number of outputs, whether that number is known rather than inferred)."""
+        if self._num_outputs is None:
+            signature = self.signature
+            if signature is not None:
+                attrs = self.attrs
+                self._num_outputs = (sum(a.size(attrs) for a in signature.outputs), True)
+            elif "_output_shapes" in self.node_def.attr:
+                self._num_outputs = (len(self.node_def.attr["_output_shapes"].list.shape), True)
+            else:
+                seen = self.graph._max_output_ref.get(self.name, 0)
+                return max(seen + 1, len(self._outputs), 1), False
+        return self._num_outputs
+
+    @property
+    def num_outputs(self) -> int:
+        return self._count_outputs()[0]
+
+    @property
+    def outputs(self) -> list[Tensor]:
+        return [self._output(i) for i in range(self.num_outputs)]
+
+    def values(self) -> tuple[Tensor, ...]:
+        return tuple(self.outputs)
+
+    def _output(self, index: int) -> Tensor:
+        tensor = self._outputs.get(index)
+        if tensor is None:
+            tensor = self._outputs.setdefault(index, Tensor(self, index))
+        return tensor
+
+    def _output_dtype(self, index: int) -> int | None:
+        signature = self.signature
+        attrs = self.attrs
+        if signature is not None:
+            types = [t for arg in signature.outputs for t in arg.dtypes(attrs)]
+            return types[index] if index < len(types) else None
+        for key in ("dtype", "T", "out_type"):
+            if isinstance(attrs.get(key), int):
+                return attrs[key]
+        return None
+
+    def _output_shape(self, index: int):
+        attrs = self.attrs
+        shapes = attrs.get("_output_shapes")
+        if shapes and index < len(shapes):
+            return shapes[index]
+        if self.type in ("Placeholder", "PlaceholderV2") and "shape" in attrs:
+            return attrs["shape"]
+        if self.type == "Const" and "value" in attrs:
+            return tuple(attrs["value"].shape)
+        return None
+
+    def __repr__(self) -> str:
+        return f"<Operation '{self.name}' type={self.type}>"
+
+
+class Graph:
+    """A GraphDef in memory: ops by name, function library, collections, versions."""
+
+    def __init__(self, functions: dict[str, function_pb2.FunctionDef] | None = None):
+        """``functions``: a library dict to share (a function body shares its caller's)."""
+        self._ops: dict[str, Operation] = {}
+        self._functions: dict[str, function_pb2.FunctionDef] = {} if functions is None else functions
+        self._gradients: dict[str, str] = {}
+        self._collections: dict[str, list] = {}
+        self._versions = versions_pb2.VersionDef()
+        self._max_output_ref: dict[str, int] = {}
+        self._finalized = False
+        self._version = 0
+        self._lock = threading.RLock()
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_graph_def(cls, graph_def: graph_pb2.GraphDef) -> Graph:
+        graph = cls()
+        graph.import_graph_def(graph_def)
+        return graph
+
+    def import_graph_def(self, graph_def: graph_pb2.GraphDef, name: str = "") -> list[Operation]:
+        """Adds every node (names prefixed by ``name/`` when given) and the function library.
+
+        Inputs may name nodes of this GraphDef or nodes already in the graph. Returns the
+        new operations. ValueError on a duplicate node or an input naming no node.
+        """
+        with self._lock:
+            self._check_not_finalized()
+            prefix = f"{name}/" if name else ""
+            added: list[Operation] = []
+            new_ops: dict[str, Operation] = {}
+            for node in graph_def.node:
+                copy = node_def_pb2.NodeDef()
+                copy.CopyFrom(node)
+                if prefix:
+                    copy.name = prefix + node.name
+                    copy.input[:] = [_prefixed(prefix, text) for text in node.input]
+                if copy.name in self._ops or copy.name in new_ops:
+                    raise ValueError(f"Duplicate node name in graph: '{copy.name}'")
+                op = Operation(self, copy)
+                new_ops[copy.name] = op
+                added.append(op)
+            self._check_inputs(added, new_ops)
+            for fdef in graph_def.library.function:
+                self._functions.setdefault(fdef.signature.name, fdef)
+            for grad in graph_def.library.gradient:
+                self._gradients.setdefault(grad.function_name, grad.gradient_func)
+            if not self._ops and graph_def.HasField("versions"):
+                self._versions.CopyFrom(graph_def.versions)
+            self._ops.update(new_ops)
+            self._version += 1
+            return added
+
+    def _check_inputs(self, added: list[Operation], new_ops: dict[str, Operation]) -> None:
+        refs = self._max_output_ref
+        for op in added:
+            for text in op.node_def.input:
+                source, index, _ = parse_input(text)
+                if source not in new_ops and source not in self._ops:
+                    raise ValueError(f"Node '{op.name}': Unknown input node '{text}'")
+                if index > refs.get(source, 0):
+                    refs[source] = index
+        for op in added:
+            count, known = op._count_outputs()
+            if known and refs.get(op.name, 0) >= count > 0:
+                consumer = next(
+                    c.name
+                    for c in added
+                    if any(parse_input(t)[:2] == (op.name, refs[op.name]) for t in c.node_def.input)
+                )
+                raise ValueError(
+                    f"Node '{consumer}': Connecting to invalid output {refs[op.name]} of source "
+                    f"node {op.name} which has {count} outputs."
+                )
+
+    def import_meta_graph(self, meta_graph_def: meta_graph_pb2.MetaGraphDef) -> None:
+        """Imports the MetaGraphDef's graph_def and its collections, as TF's import does.
+
+        ``node_list`` collections hold graph elements (Tensors or Operations), ``bytes_list``
+        bytes (serialized protos stay serialized), ``int64_list`` ints, ``float_list`` floats,
+        ``any_list`` ``google.protobuf.Any`` messages.
+        """
+        with self._lock:
+            self.import_graph_def(meta_graph_def.graph_def)
+            for key in sorted(meta_graph_def.collection_def):
+                collection = meta_graph_def.collection_def[key]
+                kind = collection.WhichOneof("kind")
+                if kind is None:
+                    continue
+                values = getattr(collection, kind).value
+                if kind == "node_list":
+                    items = [self.as_graph_element(v) for v in values]
+                else:
+                    items = list(values)
+                self._collections.setdefault(key, []).extend(items)
+            self._version += 1
+
+    def _check_not_finalized(self) -> None:
+        if self._finalized:
+            raise RuntimeError("Graph is finalized and cannot be modified.")
+
+    def finalize(self) -> None:
+        self._finalized = True
+
+    @property
+    def finalized(self) -> bool:
+        return self._finalized
+
+    @property
+    def version(self) -> int:
+        """Bumped on every change to the graph's structure or collections."""
+        return self._version
+
+    # -- lookups ---------------------------------------------------------------------------
+    def get_operations(self) -> list[Operation]:
+        return list(self._ops.values())
+
+    def get_operation_by_name(self, name: str) -> Operation:
+        if not isinstance(name, str):
+            raise TypeError(f"Operation names are strings (or similar), not {type(name).__name__}.")
+        return self.as_graph_element(name, allow_tensor=False, allow_operation=True)
+
+    def get_tensor_by_name(self, name: str) -> Tensor:
+        if not isinstance(name, str):
+            raise TypeError(f"Tensor names are strings (or similar), not {type(name).__name__}.")
+        return self.as_graph_element(name, allow_tensor=True, allow_operation=False)
+
+    def as_graph_element(
+        self, obj, allow_tensor: bool = True, allow_operation: bool = True
+    ) -> Tensor | Operation:
+        """A Tensor or Operation of this graph from itself or its name, with TF's errors."""
+        kinds = " or ".join(k for k, ok in (("Tensor", allow_tensor), ("Operation", allow_operation)) if ok)
+        if isinstance(obj, (Tensor, Operation)):
+            if obj.graph is not self:
+                raise ValueError(f"{obj} is not an element of this graph.")
+            if isinstance(obj, Tensor) and allow_tensor:
+                return obj
+            if isinstance(obj, Operation) and allow_operation:
+                return obj
+            raise TypeError(f"Can not convert a {type(obj).__name__} into a {kinds}.")
+        if isinstance(obj, bytes):
+            obj = obj.decode()
+        if not isinstance(obj, str):
+            raise TypeError(f"Can not convert a {type(obj).__name__} into a {kinds}.")
+        if ":" in obj:
+            if not allow_tensor:
+                raise ValueError(f"Name {obj!r} appears to refer to a Tensor, not a {kinds}.")
+            return self._tensor_by_name(obj)
+        if not allow_operation:
+            if obj in self._ops:
+                raise ValueError(f"The name {obj!r} refers to an Operation, not a {kinds}." + _TENSOR_FORM)
+            raise ValueError(
+                f"The name {obj!r} looks like an (invalid) Operation name, not a {kinds}." + _TENSOR_FORM
+            )
+        op = self._ops.get(obj)
+        if op is None:
+            raise KeyError(f"The name {obj!r} refers to an Operation not in the graph.")
+        return op
+
+    def _tensor_by_name(self, name: str) -> Tensor:
+        op_name, _, index_text = name.partition(":")
+        try:
+            index = int(index_text)
+        except ValueError:
+            raise ValueError(
+                f"The name {name!r} looks a like a Tensor name, but is not a valid one." + _TENSOR_FORM
+            ) from None
+        op = self._ops.get(op_name)
+        if op is None:
+            raise KeyError(
+                f"The name {name!r} refers to a Tensor which does not exist. The operation, "
+                f"{op_name!r}, does not exist in the graph."
+            )
+        count, known = op._count_outputs()
+        if index < 0 or (known and index >= count):
+            raise KeyError(
+                f"The name {name!r} refers to a Tensor which does not exist. The operation, "
+                f"{op_name!r}, exists but only has {count} outputs."
+            )
+        return op._output(index)
+
+    # -- function library -------------------------------------------------------------------
+    def get_function(self, name: str) -> function_pb2.FunctionDef | None:
+        return self._functions.get(name)
+
+    @property
+    def functions(self) -> dict[str, function_pb2.FunctionDef]:
+        """The function library by name (read-only by convention)."""
+        return self._functions
+
+    # -- collections ------------------------------------------------------------------------
+    def add_to_collection(self, name: str, value) -> None:
+        with self._lock:
+            self._check_not_finalized()
+            self._collections.setdefault(name, []).append(value)
+            self._version += 1
+
+    def add_to_collections(self, names, value) -> None:
+        for name in [names] if isinstance(names, str) else set(names):
+            self.add_to_collection(name, value)
+
+    def get_collection_ref(self, name: str) -> list:
+        with self._lock:
+            return self._collections.setdefault(name, [])
+
+    def get_collection(self, name: str, scope: str | None = None) -> list:
+        """A copy of the collection; with ``scope``, items whose ``name`` matches it (re.match)."""
+        items = list(self._collections.get(name, ()))
+        if scope is None:
+            return items
+        pattern = re.compile(scope)
+        return [i for i in items if hasattr(i, "name") and pattern.match(i.name)]
+
+    def get_all_collection_keys(self) -> list[str]:
+        return [k for k, v in self._collections.items() if v is not None]
+
+    def clear_collection(self, name: str) -> None:
+        with self._lock:
+            self._check_not_finalized()
+            self._collections.pop(name, None)
+            self._version += 1
+
+    # -- export ----------------------------------------------------------------------------
+    def as_graph_def(self) -> graph_pb2.GraphDef:
+        graph_def = graph_pb2.GraphDef()
+        graph_def.node.extend(op.node_def for op in self._ops.values())
+        graph_def.library.function.extend(self._functions.values())
+        graph_def.library.gradient.extend(
+            function_pb2.GradientDef(function_name=f, gradient_func=g) for f, g in self._gradients.items()
+        )
+        graph_def.versions.CopyFrom(self._versions)
+        return graph_def
+
+    @property
+    def graph_def_versions(self) -> versions_pb2.VersionDef:
+        return self._versions
+
+    # -- default graph ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def as_default(self) -> Iterator[Graph]:
+        """Makes this the default graph of the current thread inside the ``with`` block."""
+        stack = _default_graphs()
+        stack.append(self)
+        try:
+            yield self
+        finally:
+            stack.pop()
+
+
+def _prefixed(prefix: str, text: str) -> str:
+    return "^" + prefix + text[1:] if text.startswith("^") else prefix + text
+
+
+_local = threading.local()
+_global_default: Graph | None = None
+_global_lock = threading.Lock()
+
+
+def _default_graphs() -> list[Graph]:
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
+def get_default_graph() -> Graph:
+    """The innermost ``as_default()`` graph of this thread, else a process-wide Graph."""
+    global _global_default
+    stack = _default_graphs()
+    if stack:
+        return stack[-1]
+    with _global_lock:
+        if _global_default is None:
+            _global_default = Graph()
+        return _global_default

@@ -1,0 +1,793 @@
+"""Array kernels: shapes, reshaping, joining and splitting, slicing, gathering, padding, selection.
+
+Index-valued inputs are validated as TF's CPU kernels do (out-of-range gather indices are errors,
+never wrapped); StridedSlice lives in ``strided_slice.py``'s neighbour ``_strided_slice`` below.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import dtypes
+from runtime.kernels.math_ops import broadcast, invalid, out, shape_str
+from runtime.kernels.registry import kernel
+
+
+def _ints(value) -> list[int]:
+    return [int(v) for v in np.asarray(value).reshape(-1).tolist()]
+
+
+def _axis(axis, ndim: int, what: str = "dim") -> int:
+    axis = int(np.asarray(axis))
+    if not -ndim <= axis < ndim:
+        raise invalid(f"Expected {what} in the range [{-ndim}, {ndim}), but got {axis}")
+    return axis % ndim
+
+
+# --------------------------------------------------------------------------- shapes
+
+
+def _shape_of(x, out_type):
+    return out(np.asarray(x).shape, dtypes.as_numpy_dtype(out_type))
+
+
+@kernel("Shape")
+def shape(input, *, out_type=dtypes.DT_INT32):  # noqa: A002
+    return _shape_of(input, out_type)
+
+
+@kernel("ShapeN")
+def shape_n(input, *, out_type=dtypes.DT_INT32):  # noqa: A002
+    return tuple(_shape_of(x, out_type) for x in input)
+
+
+@kernel("Size")
+def size(input, *, out_type=dtypes.DT_INT32):  # noqa: A002
+    return out(np.asarray(input).size, dtypes.as_numpy_dtype(out_type))
+
+
+@kernel("Rank")
+def rank(input):  # noqa: A002
+    return out(np.asarray(input).ndim, np.int32)
+
+
+@kernel("Reshape", const_inputs=(1,))
+def reshape(tensor, shape):
+    dims = _ints(shape)
+    if np.asarray(shape).ndim > 1:
+        raise invalid(f"sizes input must be 1-D, not {shape_str(np.asarray(shape).shape)}")
+    unknown = [i for i, d in enumerate(dims) if d == -1]
+    if len(unknown) > 1:
+        raise invalid(f"Only one input size may be -1, not both {unknown[0]} and {unknown[1]}")
+    for i, d in enumerate(dims):
+        if d < -1:
+            raise invalid(f"Size {i} must be non-negative, not {d}")
+    known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+    if unknown:
+        if known == 0 or tensor.size % known:
+            if known == 0 and tensor.size == 0:
+                dims[unknown[0]] = 0
+            else:
+                raise invalid(
+                    f"Input to reshape is a tensor with {tensor.size} values, but the requested shape "
+                    f"requires a multiple of {known}"
+                )
+        else:
+            dims[unknown[0]] = tensor.size // known
+    elif known != tensor.size:
+        raise invalid(
+            f"Input to reshape is a tensor with {tensor.size} values, but the requested shape has {known}"
+        )
+    return tensor.reshape(dims)
+
+
+@kernel("Squeeze")
+def squeeze(input, *, squeeze_dims=()):  # noqa: A002
+    if not squeeze_dims:
+        return input.reshape([d for d in input.shape if d != 1])
+    axes = []
+    for a in squeeze_dims:
+        if not -input.ndim <= a < input.ndim:
+            raise invalid(f"Tried to squeeze dim index {a} for tensor with {input.ndim} dimensions.")
+        a %= input.ndim
+        if input.shape[a] != 1:
+            raise invalid(f"Can not squeeze dim[{a}], expected a dimension of 1, got {input.shape[a]}")
+        axes.append(a)
+    return np.squeeze(input, axis=tuple(set(axes)))
+
+
+@kernel("ExpandDims", const_inputs=(1,))
+def expand_dims(input, axis):  # noqa: A002
+    a = int(np.asarray(axis).reshape(-1)[0]) if np.asarray(axis).size == 1 else None
+    if a is None:
+        raise invalid(f"'dim' must be a tensor with a single value, but got {np.asarray(axis).size}")
+    if not -input.ndim - 1 <= a <= input.ndim:
+        raise invalid(f"Tried to expand dim index {a} for tensor with {input.ndim} dimensions.")
+    return np.expand_dims(input, a if a >= 0 else a + input.ndim + 1)
+
+
+@kernel("BroadcastTo", const_inputs=(1,))
+def broadcast_to(input, shape):  # noqa: A002
+    target = tuple(_ints(shape))
+    try:
+        if np.broadcast_shapes(input.shape, target) != target:
+            raise ValueError
+    except ValueError:
+        raise invalid(
+            f"Unable to broadcast tensor of shape {shape_str(input.shape)} to tensor of shape {shape_str(target)}"
+        ) from None
+    return np.array(np.broadcast_to(input, target))
+
+
+@kernel("BroadcastArgs", const_inputs=(0, 1))
+def broadcast_args(s0, s1):
+    a, b = np.zeros(_ints(s0), np.bool_), np.zeros(_ints(s1), np.bool_)
+    return out(broadcast(a, b), s0.dtype)
+
+
+@kernel("BroadcastGradientArgs")
+def broadcast_gradient_args(s0, s1):
+    a, b = _ints(s0), _ints(s1)
+    shape = broadcast(np.empty(a, np.bool_), np.empty(b, np.bool_))
+    n = len(shape)
+
+    def reduced(dims):
+        padded = [1] * (n - len(dims)) + dims
+        return out([i for i in range(n) if padded[i] == 1 and shape[i] != 1], s0.dtype)
+
+    return reduced(a), reduced(b)
+
+
+# --------------------------------------------------------------------------- fill and like
+
+
+@kernel("Fill", const_inputs=(0,))
+def fill(dims, value):
+    if np.asarray(value).ndim:
+        raise invalid(f"value must be a scalar, got shape {shape_str(np.asarray(value).shape)}")
+    shape = _ints(dims)
+    if any(d < 0 for d in shape):
+        raise invalid(f"Dimension {min(shape)} must be >= 0")
+    return np.full(shape, value, dtype=value.dtype)
+
+
+@kernel("ZerosLike")
+def zeros_like(x):
+    if x.dtype == object:
+        return np.full(x.shape, b"", dtype=object)
+    return np.zeros_like(x)
+
+
+@kernel("OnesLike")
+def ones_like(x):
+    return np.ones_like(x)
+
+
+@kernel("Range")
+def range_(start, limit, delta, *, Tidx=dtypes.DT_INT32):
+    start, limit, delta = (np.asarray(v).item() for v in (start, limit, delta))
+    if delta == 0:
+        raise invalid(f"Requires delta != 0: {delta}")
+    if delta > 0 and start > limit:
+        raise invalid(f"Requires start <= limit when delta > 0: {start}/{limit}")
+    if delta < 0 and start < limit:
+        raise invalid(f"Requires start >= limit when delta < 0: {start}/{limit}")
+    dtype = dtypes.as_numpy_dtype(Tidx)
+    if dtype.kind in "iu":
+        count = (abs(limit - start) + abs(delta) - 1) // abs(delta)
+    else:
+        count = int(np.ceil(abs((limit - start) / delta)))
+    return out(start + np.arange(count, dtype=np.float64 if dtype.kind == "f" else np.int64) * delta, dtype)
+
+
+@kernel("LinSpace", const_inputs=(2,))
+def lin_space(start, stop, num):
+    n = int(np.asarray(num))
+    if n <= 0:
+        raise invalid(f"Requires num > 0: {n}")
+    return out(np.linspace(start, stop, n), start.dtype)
+
+
+# --------------------------------------------------------------------------- join and split
+
+
+def _concat(values, axis):
+    first = values[0]
+    if first.ndim == 0:
+        raise invalid(f"Can't concatenate scalars (use tf.stack instead) for 'concat' : {first.ndim} ")
+    axis_i = int(np.asarray(axis))
+    if not -first.ndim <= axis_i < first.ndim:
+        raise invalid(
+            f"ConcatOp : Expected concatenating dimensions in the range [{-first.ndim}, {first.ndim}), "
+            f"but got {axis_i}"
+        )
+    axis_i %= first.ndim
+    for i, v in enumerate(values[1:], 1):
+        if v.ndim != first.ndim:
+            raise invalid(
+                f"ConcatOp : Ranks of all input tensors should match: shape[0] = {shape_str(first.shape)} "
+                f"vs. shape[{i}] = {shape_str(v.shape)}"
+            )
+        for d in range(first.ndim):
+            if d != axis_i and v.shape[d] != first.shape[d]:
+                raise invalid(
+                    f"ConcatOp : Dimension {d} in both shapes must be equal: shape[0] = "
+                    f"{shape_str(first.shape)} vs. shape[{i}] = {shape_str(v.shape)}"
+                )
+    return np.concatenate(values, axis=axis_i)
+
+
+@kernel("ConcatV2", const_inputs=(1,))
+def concat_v2(values, axis):
+    return _concat(values, axis)
+
+
+@kernel("Concat", const_inputs=(0,))
+def concat(concat_dim, values):
+    return _concat(values, concat_dim)
+
+
+@kernel("Pack")
+def pack(values, *, axis=0):
+    first = values[0]
+    if not -first.ndim - 1 <= axis <= first.ndim:
+        raise invalid(f"axis = {axis} not in [{-first.ndim - 1}, {first.ndim + 1})")
+    for i, v in enumerate(values[1:], 1):
+        if v.shape != first.shape:
+            raise invalid(
+                f"Shapes of all inputs must match: values[0].shape = {shape_str(first.shape)} != "
+                f"values[{i}].shape = {shape_str(v.shape)}"
+            )
+    return np.stack(values, axis=axis if axis >= 0 else axis + first.ndim + 1)
+
+
+@kernel("Unpack")
+def unpack(value, *, num=None, axis=0):
+    if not -value.ndim <= axis < value.ndim:
+        raise invalid(f"axis = {axis} not in [{-value.ndim}, {value.ndim})")
+    axis %= value.ndim
+    return tuple(np.take(value, i, axis=axis) for i in range(value.shape[axis]))
+
+
+@kernel("Split", const_inputs=(0,))
+def split(axis, value, *, num_split):
+    a = _axis(axis, value.ndim, "dimension")
+    if value.shape[a] % num_split:
+        raise invalid(
+            f"Number of ways to split should evenly divide the split dimension, but got split_dim {a} "
+            f"(size = {value.shape[a]}) and num_split {num_split}"
+        )
+    return tuple(np.split(value, num_split, axis=a))
+
+
+@kernel("SplitV", const_inputs=(1, 2))
+def split_v(value, size_splits, axis, *, num_split):
+    a = _axis(axis, value.ndim, "dimension")
+    sizes = _ints(size_splits)
+    unknown = [i for i, s in enumerate(sizes) if s == -1]
+    if len(unknown) > 1:
+        raise invalid("There can only be one -1 in the input.")
+    known = sum(s for s in sizes if s != -1)
+    if unknown:
+        sizes[unknown[0]] = value.shape[a] - known
+    if sum(sizes) != value.shape[a] or any(s < 0 for s in sizes):
+        raise invalid(
+            "Determined shape must either match input shape along split_dim exactly if fully specified, "
+            f"or be less than the size of the input along split_dim if not fully specified.  Got: {known}"
+        )
+    return tuple(np.split(value, np.cumsum(sizes)[:-1], axis=a))
+
+
+# --------------------------------------------------------------------------- slicing
+
+
+@kernel("Slice", const_inputs=(1, 2))
+def slice_(input, begin, size):  # noqa: A002
+    begin, sizes = _ints(begin), _ints(size)
+    if len(begin) != input.ndim or len(sizes) != input.ndim:
+        raise invalid(
+            f"Expected begin and size arguments to be 1-D tensors of size {input.ndim}, but got shapes "
+            f"{shape_str([len(begin)])} and {shape_str([len(sizes)])} instead."
+        )
+    index = []
+    for d, (b, s) in enumerate(zip(begin, sizes)):
+        s = input.shape[d] - b if s == -1 else s
+        if not (0 <= b <= input.shape[d] and 0 <= s and b + s <= input.shape[d]):
+            raise invalid(
+                f"Expected size[{d}] in [0, {input.shape[d] - b}], but got {s}"
+                if 0 <= b <= input.shape[d]
+                else f"Expected begin[{d}] in [0, {input.shape[d]}], but got {b}"
+            )
+        index.append(slice(b, b + s))
+    return np.array(input[tuple(index)])
+
+
+@kernel("Tile", const_inputs=(1,))
+def tile(input, multiples):  # noqa: A002
+    reps = _ints(multiples)
+    if len(reps) != input.ndim:
+        raise invalid(
+            f"Expected multiples argument to be a vector of length {input.ndim} but got length {len(reps)}"
+        )
+    if any(r < 0 for r in reps):
+        raise invalid(f"Expected multiples[{min(range(len(reps)), key=lambda i: reps[i])}] >= 0")
+    return np.tile(input, reps) if input.ndim else input.copy()
+
+
+@kernel("Transpose", const_inputs=(1,))
+def transpose(x, perm):
+    p = _ints(perm)
+    if len(p) != x.ndim:
+        raise invalid(
+            f"transpose expects a vector of size {x.ndim}. But input(1) is a vector of size {len(p)}"
+        )
+    if sorted(p) != list(range(x.ndim)):
+        bad = next((v for v in p if not 0 <= v < x.ndim), None)
+        raise invalid(
+            f"{bad} is out of range [0 .. {x.ndim})" if bad is not None else f"{p[0]} is missing from {{"
+        )
+    return np.ascontiguousarray(np.transpose(x, p))
+
+
+@kernel("ConjugateTranspose", const_inputs=(1,))
+def conjugate_transpose(x, perm):
+    return np.conj(transpose(x, perm))
+
+
+@kernel("InvertPermutation")
+def invert_permutation(x):
+    p = np.asarray(x)
+    if p.ndim != 1:
+        raise invalid("invert_permutation expects a 1D vector.")
+    n = p.size
+    if np.any((p < 0) | (p >= n)):
+        bad = int(p[(p < 0) | (p >= n)][0])
+        raise invalid(f"{bad} is not between 0 and {n}")
+    result = np.full(n, -1, p.dtype)
+    result[p] = np.arange(n, dtype=p.dtype)
+    if np.any(result < 0):
+        raise invalid(
+            f"{int(np.flatnonzero(np.bincount(p, minlength=n) > 1)[0])} is duplicated in the input."
+        )
+    return result
+
+
+@kernel("ReverseV2", const_inputs=(1,))
+def reverse_v2(tensor, axis):
+    axes = []
+    for a in _ints(axis):
+        if not -tensor.ndim <= a < tensor.ndim:
+            raise invalid(f"'axis'[0] = {a} is out of valid range [0, {tensor.ndim - 1}")
+        axes.append(a % tensor.ndim)
+    if len(set(axes)) != len(axes):
+        raise invalid(f"axis {axes[0]} specified more than once.")
+    return np.array(np.flip(tensor, axis=tuple(axes))) if axes else tensor.copy()
+
+
+@kernel("ReverseSequence")
+def reverse_sequence(input, seq_lengths, *, seq_dim, batch_dim=0):  # noqa: A002
+    lengths = np.asarray(seq_lengths).astype(np.int64)
+    if np.any(lengths > input.shape[seq_dim]):
+        bad = int(np.flatnonzero(lengths > input.shape[seq_dim])[0])
+        raise (
+            invalid(f"seq_lens(0) > input.dim({seq_dim})")
+            if False
+            else invalid(f"seq_lens({bad}) > input.dim({seq_dim})")
+        )
+    n = input.shape[seq_dim]
+    pos = np.arange(n)
+    shape = [1] * input.ndim
+    shape[seq_dim] = n
+    lshape = [1] * input.ndim
+    lshape[batch_dim] = input.shape[batch_dim]
+    pos_b = pos.reshape(shape)
+    len_b = lengths.reshape(lshape)
+    source = np.where(pos_b < len_b, len_b - 1 - pos_b, pos_b)
+    source = np.broadcast_to(source, input.shape)
+    return np.take_along_axis(input, source, axis=seq_dim)
+
+
+# --------------------------------------------------------------------------- selection
+
+
+@kernel("Select")
+def select(condition, t, e):
+    if t.shape != e.shape:
+        raise invalid(
+            f"'then' and 'else' must have the same size.  but received: {shape_str(t.shape)} vs. {shape_str(e.shape)}"
+        )
+    if condition.ndim == 1 and t.ndim > 1:
+        if condition.shape[0] != t.shape[0]:
+            raise invalid(
+                f"Number of batches of 'then' must match size of 'cond', but saw: {t.shape[0]} vs. {condition.shape[0]}"
+            )
+        condition = condition.reshape((-1,) + (1,) * (t.ndim - 1))
+    elif condition.ndim and condition.shape != t.shape:
+        raise invalid(
+            f"'cond' and 'then' must have the same size.  but received: {shape_str(condition.shape)} vs. "
+            f"{shape_str(t.shape)}"
+        )
+    return out(np.where(condition, t, e), t.dtype)
+
+
+@kernel("SelectV2")
+def select_v2(condition, t, e):
+    shape = broadcast(t, e)
+    try:
+        np.broadcast_shapes(condition.shape, shape)
+    except ValueError:
+        raise invalid(
+            f"condition {shape_str(condition.shape)}, then {shape_str(t.shape)}, and else "
+            f"{shape_str(e.shape)} must be broadcastable"
+        ) from None
+    return out(np.where(condition, t, e), t.dtype)
+
+
+@kernel("Where")
+def where(input):  # noqa: A002
+    return np.argwhere(input != 0 if input.dtype != np.bool_ else input).astype(np.int64)
+
+
+# --------------------------------------------------------------------------- gathering
+
+
+def _check_indices(indices, limit):
+    bad = (indices < 0) | (indices >= limit)
+    if np.any(bad):
+        pos = np.unravel_index(int(np.flatnonzero(bad.reshape(-1))[0]), indices.shape)
+        where = ",".join(str(int(p)) for p in pos)
+        raise invalid(f"indices[{where}] = {int(indices[pos])} is not in [0, {limit})")
+
+
+@kernel("GatherV2", const_inputs=(2,))
+def gather_v2(params, indices, axis, *, batch_dims=0):
+    indices = np.asarray(indices)
+    a = int(np.asarray(axis))
+    if not -params.ndim <= a < params.ndim:
+        raise invalid(f"Expected axis in the range [{-params.ndim}, {params.ndim}), but got {a}")
+    a %= params.ndim
+    if batch_dims < 0:
+        batch_dims += indices.ndim
+    if batch_dims > a:
+        raise invalid(f"batch_dims ({batch_dims}) must be less than or equal to axis ({a}).")
+    if params.shape[:batch_dims] != indices.shape[:batch_dims]:
+        raise invalid(
+            f"params.shape[{batch_dims - 1}]: {params.shape[batch_dims - 1]} should be equal to "
+            f"indices.shape[{batch_dims - 1}]: {indices.shape[batch_dims - 1]}"
+        )
+    _check_indices(indices, params.shape[a])
+    if batch_dims == 0:
+        return np.take(params, indices.astype(np.int64), axis=a)
+    batch = params.shape[:batch_dims]
+    nb = int(np.prod(batch, dtype=np.int64))
+    outer = params.shape[batch_dims:a]
+    inner = params.shape[a + 1 :]
+    p = params.reshape((nb, int(np.prod(outer, dtype=np.int64)), params.shape[a], -1))
+    idx = indices.reshape((nb, -1)).astype(np.int64)
+    taken = p[np.arange(nb)[:, None], :, idx]  # (nb, I, outer, inner)
+    taken = np.moveaxis(taken, 1, 2)
+    return taken.reshape(batch + outer + indices.shape[batch_dims:] + inner)
+
+
+@kernel("Gather")
+def gather(params, indices, *, validate_indices=True):
+    return gather_v2(params, indices, 0)
+
+
+def _gather_nd_flat(params, indices, what):
+    depth = indices.shape[-1]
+    if depth > params.ndim:
+        raise invalid(
+            f"index innermost dimension length must be <= params rank; saw: {depth} vs. {params.ndim}"
+        )
+    flat = indices.reshape(-1, depth).astype(np.int64)
+    limits = np.asarray(params.shape[:depth], np.int64)
+    bad = np.any((flat < 0) | (flat >= limits), axis=1)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        pos = (
+            ",".join(str(int(p)) for p in np.unravel_index(i, indices.shape[:-1])) if indices.ndim > 1 else ""
+        )
+        raise invalid(
+            f"indices[{pos}] = {shape_str(flat[i])} does not index into {what} {shape_str(params.shape)}"
+        )
+    return flat, depth
+
+
+@kernel("GatherNd")
+def gather_nd(params, indices, *, bad_indices_policy=""):
+    indices = np.asarray(indices)
+    flat, depth = _gather_nd_flat(params, indices, "param shape")
+    taken = params[tuple(flat.T)] if depth else np.broadcast_to(params, (flat.shape[0],) + params.shape)
+    return np.array(taken.reshape(indices.shape[:-1] + params.shape[depth:]))
+
+
+def _scatter_nd(target, indices, updates, mode, what):
+    indices = np.asarray(indices)
+    if indices.ndim == 0:
+        raise invalid("Indices must be at least 1-D")
+    flat, depth = _gather_nd_flat(target, indices, what)
+    expected = indices.shape[:-1] + target.shape[depth:]
+    if updates.shape != expected:
+        raise invalid(
+            f"Dimensions [0,{indices.ndim - 1}) of indices[shape={shape_str(indices.shape)}] = "
+            f"{shape_str(indices.shape[:-1])} must match dimensions [0,{indices.ndim - 1}) of "
+            f"updates[shape={shape_str(updates.shape)}]"
+        )
+    rows = updates.reshape((flat.shape[0],) + target.shape[depth:])
+    key = tuple(flat.T)
+    with np.errstate(all="ignore"):
+        if mode == "update":
+            target[key] = rows
+        else:
+            {"add": np.add, "sub": np.subtract, "max": np.maximum, "min": np.minimum}[mode].at(
+                target, key, rows
+            )
+    return target
+
+
+@kernel("ScatterNd", const_inputs=(2,))
+def scatter_nd(indices, updates, shape, *, bad_indices_policy=""):
+    target = np.zeros(_ints(shape), updates.dtype)
+    return _scatter_nd(target, indices, updates, "add", "output shape")
+
+
+def _tensor_scatter(mode):
+    def compute(tensor, indices, updates, *, bad_indices_policy=""):
+        return _scatter_nd(np.array(tensor, copy=True), indices, updates, mode, "input")
+
+    return compute
+
+
+for _mode in ("Update", "Add", "Sub", "Max", "Min"):
+    kernel(f"TensorScatter{_mode}")(_tensor_scatter(_mode.lower()))
+
+
+# --------------------------------------------------------------------------- padding
+
+
+def _paddings(paddings, ndim):
+    pads = np.asarray(paddings).astype(np.int64)
+    if pads.shape != (ndim, 2):
+        raise invalid(
+            f"The first dimension of paddings must be the rank of inputs{shape_str(pads.shape)}, "
+            f"{shape_str([ndim])}"
+        )
+    if np.any(pads < 0):
+        raise invalid("Paddings must be non-negative: " + " ".join(str(int(v)) for v in pads[pads < 0][:2]))
+    return [tuple(row) for row in pads.tolist()]
+
+
+@kernel("Pad", const_inputs=(1,))
+def pad(input, paddings):  # noqa: A002
+    fill_value = b"" if input.dtype == object else 0
+    return np.pad(input, _paddings(paddings, input.ndim), constant_values=fill_value)
+
+
+@kernel("PadV2", const_inputs=(1,))
+def pad_v2(input, paddings, constant_values):  # noqa: A002
+    return np.pad(input, _paddings(paddings, input.ndim), constant_values=constant_values.item())
+
+
+@kernel("MirrorPad", const_inputs=(1,))
+def mirror_pad(input, paddings, *, mode):  # noqa: A002
+    pads = _paddings(paddings, input.ndim)
+    offset = 0 if mode == "SYMMETRIC" else 1
+    for d, (before, after) in enumerate(pads):
+        if before > input.shape[d] - offset or after > input.shape[d] - offset:
+            raise invalid(
+                f"paddings must be less than the dimension size: {before}, {after} not less than "
+                f"{input.shape[d]}"
+                if offset
+                else f"paddings must be no greater than the dimension size: {before}, {after} greater than "
+                f"{input.shape[d]}"
+            )
+    return np.pad(input, pads, mode="symmetric" if mode == "SYMMETRIC" else "reflect")
+
+
+# --------------------------------------------------------------------------- misc
+
+
+@kernel("OneHot", const_inputs=(1,))
+def one_hot(indices, depth, on_value, off_value, *, axis=-1):
+    d = int(np.asarray(depth))
+    if d < 0:
+        raise invalid(f"depth must be non-negative, got: {d}")
+    if not -1 <= axis <= indices.ndim:
+        raise invalid(f"Expected axis to be -1 or between [0, {indices.ndim + 1}).  But received: {axis}")
+    hot = indices[..., None] == np.arange(d, dtype=np.int64)
+    result = np.where(hot, on_value, off_value).astype(on_value.dtype)
+    if axis != -1:
+        result = np.moveaxis(result, -1, axis)
+    return np.ascontiguousarray(result)
+
+
+@kernel("Unique")
+def unique(x, *, out_idx=dtypes.DT_INT32):
+    if x.ndim != 1:
+        raise invalid("unique expects a 1D vector.")
+    values, first, inverse = np.unique(x, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank_of = np.empty_like(order)
+    rank_of[order] = np.arange(order.size)
+    idx_dtype = dtypes.as_numpy_dtype(out_idx)
+    return out(x[first[order]], x.dtype), out(rank_of[inverse.reshape(-1)], idx_dtype)
+
+
+@kernel("UniqueWithCounts")
+def unique_with_counts(x, *, out_idx=dtypes.DT_INT32):
+    y, idx = unique(x, out_idx=out_idx)
+    return y, idx, out(np.bincount(idx.astype(np.int64), minlength=y.size), idx.dtype)
+
+
+@kernel("CheckNumerics")
+def check_numerics(tensor, *, message):
+    if tensor.dtype.kind in "fc" or tensor.dtype == dtypes.as_numpy_dtype(dtypes.DT_BFLOAT16):
+        values = tensor.astype(np.float32) if tensor.dtype.kind not in "fc" else tensor
+        if np.any(np.isnan(values)) and np.any(np.isinf(values)):
+            kind = "Inf and NaN"
+        elif np.any(np.isnan(values)):
+            kind = "NaN"
+        elif np.any(np.isinf(values)):
+            kind = "Inf"
+        else:
+            return tensor
+        raise invalid(f"{message} : Tensor had {kind} values")
+    return tensor
+
+
+@kernel("Snapshot")
+def snapshot(input):  # noqa: A002
+    return np.array(input, copy=True)
+
+
+@kernel("EnsureShape")
+def ensure_shape(input, *, shape=None):  # noqa: A002
+    if shape is not None and (
+        len(shape) != input.ndim or any(d not in (-1, None) and d != s for d, s in zip(shape, input.shape))
+    ):
+        want = "[" + ",".join("?" if d in (-1, None) else str(d) for d in shape) + "]"
+        raise invalid(
+            f"Shape of tensor {shape_str(input.shape)} is not compatible with expected shape {want}."
+        )
+    return input
+
+
+@kernel("SpaceToDepth")
+def space_to_depth(input, *, block_size, data_format="NHWC"):  # noqa: A002
+    x = input if data_format == "NHWC" else np.transpose(input, (0, 2, 3, 1))
+    n, h, w, c = x.shape
+    b = block_size
+    if h % b or w % b:
+        raise invalid(f"Image width {w} and height {h} should be divisible by block_size: {b}")
+    y = (
+        x.reshape(n, h // b, b, w // b, b, c)
+        .transpose(0, 1, 3, 2, 4, 5)
+        .reshape(n, h // b, w // b, b * b * c)
+    )
+    return np.ascontiguousarray(y if data_format == "NHWC" else np.transpose(y, (0, 3, 1, 2)))
+
+
+@kernel("DepthToSpace")
+def depth_to_space(input, *, block_size, data_format="NHWC"):  # noqa: A002
+    x = input if data_format == "NHWC" else np.transpose(input, (0, 2, 3, 1))
+    n, h, w, c = x.shape
+    b = block_size
+    if c % (b * b):
+        raise invalid(f"Input depth dimension {c} should be divisible by: {b * b}")
+    y = (
+        x.reshape(n, h, w, b, b, c // (b * b))
+        .transpose(0, 1, 3, 2, 4, 5)
+        .reshape(n, h * b, w * b, c // (b * b))
+    )
+    return np.ascontiguousarray(y if data_format == "NHWC" else np.transpose(y, (0, 3, 1, 2)))
+
+
+@kernel("LowerBound")
+def lower_bound(sorted_inputs, values, *, out_type=dtypes.DT_INT32):
+    return _bound(sorted_inputs, values, out_type, "left")
+
+
+@kernel("UpperBound")
+def upper_bound(sorted_inputs, values, *, out_type=dtypes.DT_INT32):
+    return _bound(sorted_inputs, values, out_type, "right")
+
+
+def _bound(sorted_inputs, values, out_type, side):
+    rows = [np.searchsorted(s, v, side=side) for s, v in zip(sorted_inputs, values)]
+    result = np.stack(rows) if rows else np.zeros(values.shape, np.int64)
+    return out(result, dtypes.as_numpy_dtype(out_type))
+
+
+# --------------------------------------------------------------------------- StridedSlice
+
+
+def _strided_index(
+    shape, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask
+):
+    """TF's ValidateStridedSliceOp as a numpy index tuple (ints for shrunk dims, None for new axes)."""
+    begin, end, strides = _ints(begin), _ints(end), _ints(strides)
+    if not len(begin) == len(end) == len(strides):
+        raise invalid(
+            "Expected begin, end, and strides to be 1D equal size tensors, but got shapes "
+            f"{shape_str([len(begin)])}, {shape_str([len(end)])}, and {shape_str([len(strides)])} instead."
+        )
+    if ellipsis_mask & (ellipsis_mask - 1):
+        raise invalid("Multiple ellipses in slice spec not allowed")
+    n = len(begin)
+    if not ellipsis_mask:  # an implicit ellipsis at the end
+        ellipsis_mask = 1 << n
+        begin, end, strides = begin + [0], end + [0], strides + [1]
+        n += 1
+    ellipsis_at = ellipsis_mask.bit_length() - 1
+    new_after = sum(1 for i in range(ellipsis_at + 1, n) if new_axis_mask >> i & 1)
+    ndim = len(shape)
+    index: list = []
+    full = 0
+    for i in range(n):
+        bit = 1 << i
+        if ellipsis_mask & bit:
+            stop = min(ndim - (n - i) + 1 + new_after, ndim)
+            while full < stop:
+                index.append(slice(None))
+                full += 1
+        elif new_axis_mask & bit:
+            index.append(None)
+        else:
+            if full >= ndim:
+                raise invalid(f"Index out of range using input dim {full}; input has only {ndim} dims")
+            index.append(
+                _strided_dim(
+                    shape[full],
+                    full,
+                    begin[i],
+                    end[i],
+                    strides[i],
+                    begin_mask & bit,
+                    end_mask & bit,
+                    shrink_axis_mask & bit,
+                )
+            )
+            full += 1
+    return tuple(index)
+
+
+def _strided_dim(dim, i, b, e, s, b_masked, e_masked, shrink):
+    if s == 0:
+        raise invalid(f"strides[{i}] must be non-zero")
+    if shrink:
+        fwd = dim + b if b < 0 else b
+        if not 0 <= fwd < dim:
+            raise invalid(f"slice index {fwd} of dimension {i} out of bounds.")
+        return fwd
+    low, high = (0, dim) if s > 0 else (-1, dim - 1)
+
+    def canonical(x, masked, is_end):
+        if masked:
+            return (high if is_end else low) if s > 0 else (low if is_end else high)
+        fwd = dim + x if x < 0 else x
+        return min(max(fwd, low), high)
+
+    b, e = canonical(b, b_masked, False), canonical(e, e_masked, True)
+    if b < 0:  # negative stride starting before element 0: empty
+        return slice(0, 0)
+    return slice(b, None if e < 0 else e, s)
+
+
+@kernel("StridedSlice", const_inputs=(1, 2, 3))
+def strided_slice(
+    input,  # noqa: A002
+    begin,
+    end,
+    strides,
+    *,
+    begin_mask=0,
+    end_mask=0,
+    ellipsis_mask=0,
+    new_axis_mask=0,
+    shrink_axis_mask=0,
+):
+    index = _strided_index(
+        input.shape, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask
+    )
+    return np.array(input[index])

@@ -1,0 +1,390 @@
+"""Execution plans: a pruned, ordered, kernel-resolved step list, and the loop that runs it.
+
+``build_plan`` does every per-node decision once: prune to what the fetches and targets need
+(fed tensors cut their producers off), order topologically, resolve each node's kernel (registry
+first, then the function library: an op named after a library function calls it), decode and
+bind its attrs, group list inputs (``runtime/op_signatures.py``), dereference TF1 ref edges, and
+compute after which step each value dies. It reports every unsupported op type at once.
+
+``run_plan`` is the interpreter, in the style of JAX's ``eval_jaxpr``: one flat loop over
+``Step`` tuples reading and writing a list of value slots. Slot 0 is scratch (outputs nobody
+reads). Dead tensors of TF1 control flow are the ``DEAD`` sentinel: a step with a dead input is
+skipped and its outputs are dead, unless its kernel ``accepts_dead``. A Plan is immutable and
+shared by every thread running it; each run owns its slot list.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from runtime import errors
+from runtime.attrs import FuncAttr
+from runtime.graph import Operation, OpSignature, Tensor
+from runtime.kernels import lookup
+from runtime.kernels.registry import DEAD
+
+_SCRATCH = 0
+
+
+class UnsupportedOpsError(errors.UnimplementedError):
+    """Op types without a kernel, with counts, so that nested plans can merge their reports."""
+
+    def __init__(self, counts: collections.Counter):
+        listed = ", ".join(f"{t} (x{n})" for t, n in sorted(counts.items()))
+        super().__init__(None, None, f"Op types not supported: {listed}")
+        self.counts = counts
+
+
+class OpContext:
+    """What a kernel declaring ``ctx`` receives: its node and its Session's state."""
+
+    __slots__ = ("op", "name", "resources", "functions")
+
+    def __init__(self, op: Operation, resources, functions):
+        self.op = op
+        self.name = op.name
+        self.resources = resources  # runtime.resources.ResourceMgr
+        self.functions = functions  # runtime.function.FunctionLibraryRuntime
+
+    @property
+    def attrs(self) -> dict:
+        return self.op.attrs
+
+
+class Step(NamedTuple):
+    call: Callable
+    inputs: tuple[int, ...]
+    multi: bool  # outputs is a tuple of slots (kernel returns a tuple) or one slot
+    outputs: int | tuple[int, ...]
+    frees: tuple[int, ...]
+    accepts_dead: bool
+    dead_inputs: tuple[int, ...]  # inputs plus control-edge slots, for deadness only
+    op: Operation | None
+    control_slot: int  # where deadness of this step is recorded for control successors
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: tuple[Step, ...]
+    num_slots: int
+    feed_slots: tuple[int, ...]
+    fetch_slots: tuple[int, ...]
+    fetch_fed: tuple[bool, ...]
+
+
+def _deref(value):
+    read = getattr(value, "read", None)  # a ref variable (runtime.resources.Var)
+    return read() if read is not None else value
+
+
+def _needed_ops(fed: set[Tensor], fetches: Sequence[Tensor], targets: Sequence[Operation]) -> list[Operation]:
+    """Ops the fetches and targets need, in a topological order (iterative DFS post-order)."""
+    roots = [t.op for t in fetches if t not in fed] + list(targets)
+    order: list[Operation] = []
+    state: dict[Operation, int] = {}  # 1 visiting, 2 done
+    for root in roots:
+        if root in state:
+            continue
+        stack = [(root, False)]
+        while stack:
+            op, expanded = stack.pop()
+            if expanded:
+                state[op] = 2
+                order.append(op)
+                continue
+            if state.get(op) == 2:
+                continue
+            if state.get(op) == 1:
+                raise errors.UnimplementedError(
+                    None,
+                    None,
+                    f"Graph has a cycle through node '{op.name}' ({op.type}); TF1 while loops "
+                    "are not supported by this runtime yet",
+                )
+            state[op] = 1
+            stack.append((op, True))
+            preds = [t.op for t in op.inputs if t not in fed] + op.control_inputs
+            for pred in reversed(preds):
+                mark = state.get(pred)
+                if mark == 1:
+                    raise errors.UnimplementedError(
+                        None,
+                        None,
+                        f"Graph has a cycle through node '{pred.name}' ({pred.type}); TF1 while "
+                        "loops are not supported by this runtime yet",
+                    )
+                if mark is None:
+                    stack.append((pred, False))
+    return order
+
+
+class _Kernel(NamedTuple):
+    call: Callable
+    accepts_dead: bool
+    multi: bool | None  # None: decide from the output count
+    signature: OpSignature | None
+
+
+def _resolve(op: Operation, resources, functions) -> _Kernel | None:
+    definition = lookup(op.type)
+    if functions is not None:
+        _prepare_functions(op, functions)
+    if definition is not None:
+        attrs = definition.select_attrs(op.attrs)
+        if definition.needs_context:
+            attrs["ctx"] = OpContext(op, resources, functions)
+        call = functools.partial(definition.fn, **attrs) if attrs else definition.fn
+        return _Kernel(call, definition.accepts_dead, None, op.signature)
+    if functions is not None and op.type in op.graph.functions:
+        return _Kernel(functions.call_kernel(op), False, True, op.signature)
+    return None
+
+
+def _prepare_functions(op: Operation, functions) -> None:
+    """Instantiates every function a func-valued attr names (plan time, not run time)."""
+    for value in op.attrs.values():
+        items = value if isinstance(value, list) else (value,)
+        for item in items:
+            if isinstance(item, FuncAttr) and item.name in op.graph.functions:
+                functions.prepare(item)
+
+
+def _grouped(call: Callable, signature: OpSignature | None, op: Operation) -> Callable:
+    """``call`` taking flat inputs, regrouped into the lists the op's list args declare."""
+    if signature is None or not any(a.number_attr or a.type_list_attr for a in signature.inputs):
+        return call
+    attrs = op.attrs
+    layout, start = [], 0
+    for arg in signature.inputs:
+        size = arg.size(attrs)
+        layout.append((start, start + size, bool(arg.number_attr or arg.type_list_attr)))
+        start += size
+    if start != len(op.inputs):
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"NodeDef '{op.name}' ({op.type}) has {len(op.inputs)} inputs, its attrs say {start}",
+        )
+
+    def grouped_call(*args):
+        return call(*[list(args[a:b]) if is_list else args[a] for a, b, is_list in layout])
+
+    return grouped_call
+
+
+def _ref_flags(args, attrs) -> list[bool]:
+    return [arg.is_ref for arg in args for _ in range(arg.size(attrs))]
+
+
+def build_plan(
+    feeds: Sequence[Tensor],
+    fetches: Sequence[Tensor],
+    targets: Sequence[Operation],
+    resources=None,
+    functions=None,
+) -> Plan:
+    """A Plan computing ``fetches`` and running ``targets`` with ``feeds`` given (in order)."""
+    fed = set(feeds)
+    order = _needed_ops(fed, fetches, targets)
+    missing: collections.Counter = collections.Counter()
+    kernels = []
+    for op in order:
+        try:
+            kernel = _resolve(op, resources, functions)
+        except UnsupportedOpsError as nested:  # inside a function this node calls
+            missing.update(nested.counts)
+            kernel = None
+        else:
+            if kernel is None:
+                missing[op.type] += 1
+        kernels.append(kernel)
+    if missing:
+        raise UnsupportedOpsError(missing)
+
+    slot_of: dict[Tensor, int] = {t: i + 1 for i, t in enumerate(feeds)}
+    num_slots = len(feeds) + 1
+    wanted = set(fetches)
+    for op in order:
+        wanted.update(op.inputs)
+    controlled = {c for op in order for c in op.control_inputs}
+    control_slot: dict[Operation, int] = {}
+    ref_out: dict[Tensor, bool] = {}
+    raw_steps: list[list] = []
+
+    def new_slot() -> int:
+        nonlocal num_slots
+        num_slots += 1
+        return num_slots - 1
+
+    def value_slot(tensor: Tensor, is_ref_input: bool, op: Operation | None) -> int:
+        slot = slot_of[tensor]
+        if ref_out.get(tensor) and not is_ref_input:
+            out = new_slot()
+            raw_steps.append([_deref, (slot,), False, out, False, (slot,), op, _SCRATCH])
+            return out
+        return slot
+
+    for op, kernel in zip(order, kernels):
+        signature = kernel.signature
+        attrs = op.attrs
+        ref_in = _ref_flags(signature.inputs, attrs) if signature else []
+        inputs = tuple(value_slot(t, i < len(ref_in) and ref_in[i], op) for i, t in enumerate(op.inputs))
+        count = op.num_outputs
+        multi = kernel.multi
+        if multi is None:
+            outs = signature.outputs if signature is not None else ()
+            multi = len(outs) != 1 or bool(outs[0].number_attr or outs[0].type_list_attr)
+            multi = multi and count > 0 if signature is not None else count > 1
+        refs = _ref_flags(signature.outputs, attrs) if signature else []
+        out_slots = []
+        for index in range(count):
+            tensor = op._outputs.get(index)
+            if tensor is None or tensor not in wanted or tensor in fed:
+                out_slots.append(_SCRATCH)
+                continue
+            slot_of[tensor] = new_slot()
+            ref_out[tensor] = index < len(refs) and refs[index]
+            out_slots.append(slot_of[tensor])
+        if op in controlled:
+            control_slot[op] = new_slot()
+        dead_inputs = inputs + tuple(control_slot[c] for c in op.control_inputs)
+        raw_steps.append(
+            [
+                _grouped(kernel.call, signature, op),
+                inputs,
+                multi,
+                tuple(out_slots) if multi else (out_slots[0] if out_slots else _SCRATCH),
+                kernel.accepts_dead,
+                dead_inputs,
+                op,
+                control_slot.get(op, _SCRATCH),
+            ]
+        )
+
+    fetch_slots = tuple(value_slot(t, False, t.op) for t in fetches)
+    return _finish(raw_steps, num_slots, tuple(slot_of[t] for t in feeds), fetch_slots, fetches, fed)
+
+
+def _finish(raw_steps, num_slots, feed_slots, fetch_slots, fetches, fed) -> Plan:
+    last_use: dict[int, int] = {}
+    for index, raw in enumerate(raw_steps):
+        for slot in raw[1]:
+            last_use[slot] = index
+    keep = set(fetch_slots) | {_SCRATCH}
+    frees: list[list[int]] = [[] for _ in raw_steps]
+    for slot, index in last_use.items():
+        if slot not in keep:
+            frees[index].append(slot)
+    steps = tuple(
+        Step(call, ins, multi, outs, tuple(frees[i]), accepts_dead, dead_ins, op, ctrl)
+        for i, (call, ins, multi, outs, accepts_dead, dead_ins, op, ctrl) in enumerate(raw_steps)
+    )
+    return Plan(
+        steps=steps,
+        num_slots=num_slots,
+        feed_slots=feed_slots,
+        fetch_slots=fetch_slots,
+        fetch_fed=tuple(t in fed for t in fetches),
+    )
+
+
+def run_plan(plan: Plan, feed_values: Sequence, steps: Sequence[Step] | None = None) -> list:
+    """Runs the plan; returns the fetched values (DEAD where a fetch is dead).
+
+    ``steps`` replaces ``plan.steps`` for an instrumented run (timeouts, tracing).
+    """
+    vals: list = [None] * plan.num_slots
+    for slot, value in zip(plan.feed_slots, feed_values):
+        vals[slot] = value
+    dead: set[int] | None = None
+    op = None
+    try:
+        for call, ins, multi, outs, frees, accepts_dead, dead_ins, op, ctrl in (
+            plan.steps if steps is None else steps
+        ):
+            if dead is not None and not accepts_dead and not dead.isdisjoint(dead_ins):
+                _kill(dead, outs, multi, ctrl)
+                continue
+            result = call(*[vals[i] for i in ins])
+            if multi:
+                dead = _store(vals, outs, result, dead, op)
+            else:
+                vals[outs] = result
+                if result is DEAD:
+                    dead = _kill(dead, (outs,), True, _SCRATCH)
+            for slot in frees:
+                vals[slot] = None
+    except Exception as exc:  # noqa: BLE001 - every kernel failure becomes an OpError
+        raise node_error(exc, op) from (None if isinstance(exc, errors.OpError) else exc)
+    return [vals[slot] for slot in plan.fetch_slots]
+
+
+def _store(vals: list, outs: tuple, result, dead, op) -> set[int] | None:
+    if not isinstance(result, (tuple, list)) or len(result) != len(outs):
+        got = len(result) if isinstance(result, (tuple, list)) else "1"
+        raise errors.InternalError(
+            None, None, f"Kernel for {op.type} returned {got} outputs, expected {len(outs)}"
+        )
+    for slot, value in zip(outs, result):
+        vals[slot] = value
+        if value is DEAD:
+            dead = _kill(dead, (slot,), True, _SCRATCH)
+    return dead
+
+
+def _kill(dead: set[int] | None, outs, multi: bool, ctrl: int) -> set[int]:
+    dead = set() if dead is None else dead
+    dead.update(outs if multi else (outs,))
+    dead.add(ctrl)
+    dead.discard(_SCRATCH)
+    return dead
+
+
+def node_error(exc: Exception, op: Operation | None) -> errors.OpError:
+    """``exc`` raised by ``op``'s kernel as TF reports it: an OpError naming the node."""
+    if op is None:
+        return exc if isinstance(exc, errors.OpError) else errors.InternalError(None, None, str(exc))
+    suffix = f"\n\t [[{{{{node {op.name}}}}}]]"
+    if isinstance(exc, errors.OpError):
+        error = type(exc)(exc.node_def or op.node_def, exc.op or op, exc.message + suffix)
+    else:
+        text = str(exc) or type(exc).__name__
+        error = errors.InvalidArgumentError(op.node_def, op, f"{op.type}: {text}{suffix}")
+    return error
+
+
+def instrument(plan: Plan, deadline: float | None, trace: list | None) -> tuple[Step, ...]:
+    """Steps whose calls check ``deadline`` (monotonic) and append (op, start_us, micros) to trace."""
+
+    def wrap(call: Callable, op: Operation | None) -> Callable:
+        def instrumented(*args):
+            if deadline is not None and time.monotonic() > deadline:
+                raise errors.DeadlineExceededError(None, None, "Timed out waiting for notification")
+            start_us = time.time_ns() // 1000
+            start = time.perf_counter()
+            result = call(*args)
+            if trace is not None and op is not None:
+                trace.append((op, start_us, int((time.perf_counter() - start) * 1e6)))
+            return result
+
+        return instrumented
+
+    return tuple(step._replace(call=wrap(step.call, step.op)) for step in plan.steps)
+
+
+def fetched(value, fed: bool, index: int):
+    """A fetched value as Session.run returns it: 0-d results as numpy scalars."""
+    if value is DEAD:
+        raise errors.InvalidArgumentError(None, None, f"Retval[{index}] does not have value")
+    if fed:
+        return value
+    if isinstance(value, np.ndarray):
+        return value[()] if value.ndim == 0 else value
+    return value

@@ -1,0 +1,291 @@
+"""``model_server``: tensorflow_model_server's command line.
+
+Flags are parsed the way TensorFlow's ``tensorflow::Flags::Parse`` parses them, so that
+TF Serving command lines start unchanged:
+
+- ``--name=value`` for string, int and float flags; bools as ``--name``, ``--name=true`` or
+  ``--name=false``. A value that does not parse prints the usage and exits 255 (TF's ``-1``).
+- An argument that names no flag is left over: the server prints ``unknown argument: ...``
+  and the usage, then starts anyway (TF Serving's ``main`` does exactly that).
+- Also accepted, as extensions: ``--name value`` for non-bool flags, and
+  ``--grpc_bind_address`` (e.g. ``127.0.0.1``; TF Serving always listens on ``0.0.0.0``).
+
+This is the only module that reads flags or the process environment.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from dataclasses import dataclass
+
+from serving import __version__
+from serving.options import ServerOptions
+
+logger = logging.getLogger(__name__)
+
+INT32, INT64, BOOL, STRING, FLOAT = "int32", "int64", "bool", "string", "float"
+
+
+@dataclass(frozen=True)
+class Flag:
+    name: str
+    type: str
+    usage: str = ""
+
+
+# In main.cc's order: the first flag whose name is a prefix of an argument claims it.
+FLAGS: tuple[Flag, ...] = (
+    Flag("port", INT32, "TCP port to listen on for gRPC/HTTP API. Disabled if port set to zero."),
+    Flag("grpc_socket_path", STRING, "If non-empty, listen to a UNIX socket for gRPC API on the given path."),
+    Flag("rest_api_port", INT32, "Port to listen on for HTTP/REST API (not active yet)."),
+    Flag("rest_api_num_threads", INT32, "Number of threads for HTTP/REST API processing."),
+    Flag("rest_api_timeout_in_ms", INT32, "Timeout for HTTP/REST API calls."),
+    Flag("rest_api_enable_cors_support", BOOL, "Enable CORS headers in response"),
+    Flag("enable_batching", BOOL, "enable batching (not active yet)"),
+    Flag(
+        "allow_version_labels_for_unavailable_models",
+        BOOL,
+        "If true, allows assigning unused version labels to models that are not available yet.",
+    ),
+    Flag("batching_parameters_file", STRING, "An ascii BatchingParameters protobuf file (not active yet)."),
+    Flag("enable_per_model_batching_parameters", BOOL, "Per-model batching parameters (not active yet)."),
+    Flag(
+        "model_config_file", STRING, "If non-empty, read an ascii ModelServerConfig protobuf from this file."
+    ),
+    Flag(
+        "model_config_file_poll_wait_seconds",
+        INT32,
+        "Interval in seconds between each poll of the filesystem for model_config_file. 0: no polling.",
+    ),
+    Flag("model_name", STRING, "name of model (ignored if --model_config_file flag is set)"),
+    Flag("model_base_path", STRING, "path to export (ignored if --model_config_file flag is set)"),
+    Flag("num_load_threads", INT32, "The number of threads used to load servables (0: one at a time)."),
+    Flag("num_unload_threads", INT32, "The number of threads used to unload servables."),
+    Flag("max_num_load_retries", INT32, "Maximum number of load retries after the first failure."),
+    Flag("load_retry_interval_micros", INT64, "The interval, in microseconds, between each load retry."),
+    Flag(
+        "file_system_poll_wait_seconds",
+        INT32,
+        "Interval in seconds between each poll of the filesystem for new model versions.",
+    ),
+    Flag("flush_filesystem_caches", BOOL, "Accepted; nothing to flush here."),
+    Flag("tensorflow_session_parallelism", INT64, "Number of threads to use for running a session."),
+    Flag("tensorflow_session_config_file", STRING, "An ascii ConfigProto file (not active yet)."),
+    Flag("tensorflow_intra_op_parallelism", INT64, "Threads to parallelize the execution of an op."),
+    Flag("tensorflow_inter_op_parallelism", INT64, "Operators that can be executed simultaneously."),
+    Flag("use_alts_credentials", BOOL, "Use Google ALTS credentials (not supported)."),
+    Flag("ssl_config_file", STRING, "If non-empty, read an ascii SSLConfig protobuf and serve over TLS."),
+    Flag("platform_config_file", STRING, "An ascii PlatformConfigMap file (not active yet)."),
+    Flag("per_process_gpu_memory_fraction", FLOAT, "Accepted; there is no GPU memory to reserve."),
+    Flag("saved_model_tags", STRING, "Comma-separated set of tags of the meta graph to load."),
+    Flag(
+        "grpc_channel_arguments",
+        STRING,
+        "Comma separated gRPC server arguments, e.g. grpc.max_connection_age_ms=2000",
+    ),
+    Flag("grpc_max_threads", INT32, "Max grpc server threads to handle grpc messages."),
+    Flag("enable_model_warmup", BOOL, "Replay assets.extra/tf_serving_warmup_requests (not active yet)."),
+    Flag("num_request_iterations_for_warmup", INT32, "Number of times a warmup request is replayed."),
+    Flag("version", BOOL, "Display version"),
+    Flag("monitoring_config_file", STRING, "An ascii MonitoringConfig file (not active yet)."),
+    Flag("remove_unused_fields_from_bundle_metagraph", BOOL, "Accepted."),
+    Flag("prefer_tflite_model", BOOL, "TensorFlow Lite models (not supported)."),
+    Flag("num_tflite_pools", INT32, "TensorFlow Lite interpreter pools (not supported)."),
+    Flag("num_tflite_interpreters_per_pool", INT32, "TensorFlow Lite interpreters (not supported)."),
+    Flag("enable_signature_method_name_check", BOOL, "Enable method_name check for SignatureDef."),
+    Flag("xla_cpu_compilation_enabled", BOOL, "Accepted; there is no XLA here."),
+    Flag("xla_gpu_compilation_enabled", BOOL, "Accepted; there is no XLA here."),
+    Flag("enable_profiler", BOOL, "Profiler service (not active yet)."),
+    Flag("thread_pool_factory_config_file", STRING, "A ThreadPoolConfig file (not active yet)."),
+    Flag("mixed_precision", STRING, "specify mixed_precision mode (not active yet)"),
+    Flag("skip_initialize_tpu", BOOL, "Accepted; there is no TPU here."),
+    Flag("enable_grpc_healthcheck_service", BOOL, "The gRPC health service is always on here."),
+    Flag("enable_serialization_as_tensor_content", BOOL, "Serialize predict responses as tensor_content."),
+    Flag("use_tflite_model", BOOL, "Older name of --prefer_tflite_model (not supported)."),
+    # Ours, not TF Serving's: TF Serving always listens on 0.0.0.0.
+    Flag("grpc_bind_address", STRING, "Extension: the address --port listens on (default 0.0.0.0)."),
+)
+
+_INT_RE = re.compile(r"\s*[+-]?\d+")
+_RANGES = {INT32: (-(2**31), 2**31 - 1), INT64: (-(2**63), 2**63 - 1)}
+
+# Flags whose capability is not built yet: logged when set to anything but the default.
+_NOT_ACTIVE = (
+    "rest_api_port",
+    "enable_batching",
+    "batching_parameters_file",
+    "enable_per_model_batching_parameters",
+    "monitoring_config_file",
+    "platform_config_file",
+    "tensorflow_session_config_file",
+    "thread_pool_factory_config_file",
+    "mixed_precision",
+    "prefer_tflite_model",
+    "use_tflite_model",
+    "use_alts_credentials",
+    "num_request_iterations_for_warmup",
+)
+
+
+class FlagParseError(Exception):
+    """A flag's value did not parse (TF: ``Couldn't interpret value ... for flag ...``)."""
+
+
+def _convert(flag: Flag, text: str):
+    if flag.type == STRING:
+        return text
+    if flag.type in (INT32, INT64):
+        # sscanf("%d%c"): leading spaces and a sign are fine, anything after the digits is not.
+        if not _INT_RE.fullmatch(text):
+            raise FlagParseError(f"Couldn't interpret value {text} for flag {flag.name}.")
+        value = int(text)
+        low, high = _RANGES[flag.type]
+        if not low <= value <= high:
+            raise FlagParseError(f"Couldn't interpret value {text} for flag {flag.name}.")
+        return value
+    if flag.type == FLOAT:
+        try:
+            if "_" in text:
+                raise ValueError(text)
+            return float(text)
+        except ValueError:
+            raise FlagParseError(f"Couldn't interpret value {text} for flag {flag.name}.") from None
+    raise AssertionError(flag.type)
+
+
+def _match(flag: Flag, arg: str) -> tuple[bool, object]:
+    """(claimed, value) for one argument, mirroring TF's per-type ``Parse*Flag``."""
+    prefix = "--" + flag.name
+    if not arg.startswith(prefix):
+        return False, None
+    rest = arg[len(prefix) :]
+    if flag.type == BOOL:
+        if rest in ("", "=true"):
+            return True, True
+        if rest == "=false":
+            return True, False
+        raise FlagParseError(f"Couldn't interpret value {rest} for flag {flag.name}.")
+    if not rest.startswith("="):
+        return False, None
+    return True, _convert(flag, rest[1:])
+
+
+def parse_flags(argv: list[str]) -> tuple[ServerOptions, list[str]]:
+    """Parses ``argv`` (without the program name) into options and the arguments left over.
+
+    Raises FlagParseError after looking at every argument, as TF does.
+    """
+    values: dict[str, object] = {}
+    unknown: list[str] = []
+    errors: list[str] = []
+    by_name = {flag.name: flag for flag in FLAGS}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "--":
+            unknown += argv[i - 1 :]
+            break
+        # Extension: "--name value" for flags that take a value.
+        spaced = by_name.get(arg[2:]) if arg.startswith("--") else None
+        if spaced is not None and spaced.type != BOOL and i < len(argv):
+            try:
+                values[spaced.name] = _convert(spaced, argv[i])
+            except FlagParseError as e:
+                errors.append(str(e))
+            i += 1
+            continue
+        for flag in FLAGS:
+            try:
+                claimed, value = _match(flag, arg)
+            except FlagParseError as e:
+                errors.append(str(e))
+                break
+            if claimed:
+                values[flag.name] = value
+                break
+        else:
+            unknown.append(arg)
+    if errors:
+        raise FlagParseError("\n".join(errors))
+    if unknown and unknown[0] == "--help":
+        raise FlagParseError("")
+    return ServerOptions(**values), unknown
+
+
+def usage(program: str) -> str:
+    defaults = ServerOptions()
+    lines = [f"usage: {program}", "Flags:"]
+    for flag in FLAGS:
+        default = getattr(defaults, flag.name)
+        if flag.type == BOOL:
+            shown = f"--{flag.name}={'true' if default else 'false'}"
+        elif flag.type == STRING:
+            shown = f'--{flag.name}="{default}"'
+        elif flag.type == FLOAT:
+            shown = f"--{flag.name}={default:f}"
+        else:
+            shown = f"--{flag.name}={default}"
+        lines.append(f"\t{shown:<33}\t{flag.type}\t{flag.usage}")
+    return "\n".join(lines) + "\n"
+
+
+def version_text() -> str:
+    return (
+        f"TensorFlow ModelServer: {__version__}-savedmodel-server\n"
+        "TensorFlow Library: none (SavedModels run without TensorFlow)\n"
+    )
+
+
+def _log_inactive_flags(options: ServerOptions) -> None:
+    defaults = ServerOptions()
+    for name in _NOT_ACTIVE:
+        value = getattr(options, name)
+        if value != getattr(defaults, name):
+            logger.warning("--%s=%s accepted; this capability is not active yet.", name, value)
+    if options.enable_model_warmup:
+        logger.info("--enable_model_warmup: model warmup is not active yet; models load without warmup.")
+
+
+def configure_logging() -> None:
+    # TF's own knob: TF_CPP_MIN_LOG_LEVEL=0 (INFO, default), 1 (WARNING), 2 (ERROR), 3 (FATAL).
+    levels = {"0": logging.INFO, "1": logging.WARNING, "2": logging.ERROR, "3": logging.CRITICAL}
+    logging.basicConfig(
+        level=levels.get(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s.%(msecs)03d: %(levelname).1s %(name)s] %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``model_server`` and ``python -m serving``; returns the exit status."""
+    program = sys.argv[0] if sys.argv and sys.argv[0] else "model_server"
+    if program.endswith("__main__.py"):
+        program = "python -m serving"
+    argv = sys.argv[1:] if argv is None else argv
+    configure_logging()
+    try:
+        options, unknown = parse_flags(argv)
+    except FlagParseError as e:
+        if str(e):
+            logger.error("%s", e)
+        sys.stdout.write(usage(program))
+        sys.stdout.flush()
+        return 255
+    if options.version:
+        sys.stdout.write(version_text())
+        sys.stdout.flush()
+        return 0
+    if unknown:
+        sys.stdout.write(f"unknown argument: {unknown[0]}\n{usage(program)}")
+        sys.stdout.flush()
+        logger.warning("Ignoring unknown arguments: %s", " ".join(unknown))
+    _log_inactive_flags(options)
+
+    from serving.server import run_server  # grpc is imported only when a server runs
+
+    return run_server(options)

@@ -1,0 +1,580 @@
+"""AspiredVersionsManager and ServerCore: which model versions are loaded, and handles to them.
+
+``FileSystemStoragePathSource`` -> ``AspiredVersionsManager.set_aspired_versions`` -> the
+availability-preserving ``policy`` -> loads and unloads on worker threads. ``ServerCore``
+owns the ModelServerConfig (models, version policies, version labels), wires the source to
+the manager, and resolves a request's ``model_spec`` to a ``Servable``.
+
+Guarantees:
+
+- Thread-safe throughout; one lock guards the manager's tables, loads and unloads run
+  outside it.
+- A ``Servable`` handle pins its version: an unload waits until every handle taken before
+  it is released (``with`` block end or last reference dropped), so requests never see a
+  bundle being torn down. New handles stop resolving to a version as soon as its unload
+  starts.
+- A failed load is retried ``max_num_load_retries`` times, ``load_retry_interval`` apart,
+  then recorded (state END with the error) without touching the versions being served.
+  Beyond TF Serving: a failed or retrying version whose directory changes on disk (e.g. a
+  half-copied export being completed) is tried again on the next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime import errors
+from serving import model_config
+from serving import policy as policy_lib
+from serving.policy import HarnessState
+from serving.servable import ManagerState, Servable, ServableId
+from serving.source import AspiredVersion, FileSystemStoragePathSource, ServableToMonitor, VersionPolicy
+
+logger = logging.getLogger(__name__)
+
+LoadFn = Callable[[str, ServableId], Any]
+StateListener = Callable[[ServableId, ManagerState], None]
+
+
+def as_op_error(e: BaseException) -> errors.OpError:
+    if isinstance(e, errors.OpError):
+        return e
+    return errors.UnknownError(None, None, f"{type(e).__name__}: {e}")
+
+
+def status_string(error: errors.OpError | None) -> str:
+    """absl::Status::ToString(): ``OK`` or ``CODE: message``."""
+    if error is None:
+        return "OK"
+    return f"{errors.CODE_NAMES.get(error.code, 'UNKNOWN')}: {error.message}"
+
+
+def fingerprint(path: str) -> tuple:
+    """What a version directory holds (names, sizes, mtimes): changes while it is written."""
+    entries = []
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            entries.append((os.path.relpath(full, path), st.st_size, st.st_mtime_ns))
+    return tuple(entries)
+
+
+@dataclass(eq=False)
+class _Harness:
+    id: ServableId
+    path: str
+    state: HarnessState = HarnessState.NEW
+    is_aspired: bool = True
+    bundle: Any = None
+    error: errors.OpError | None = None
+    pins: int = 0
+    fingerprint: tuple | None = None  # of the directory at the last failed attempt
+    waiting_retry: bool = False
+    cancel: threading.Event = field(default_factory=threading.Event)
+    retry_now: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class VersionState:
+    version: int
+    state: ManagerState
+    error: errors.OpError | None = None
+    seq: int = 0
+
+
+class AspiredVersionsManager:
+    """Loads the versions a source aspires to, unloads the rest, and hands out pinned Servables."""
+
+    def __init__(
+        self,
+        load_fn: LoadFn,
+        *,
+        unload_fn: Callable[[Any], None] | None = None,
+        num_load_threads: int = 0,
+        max_num_load_retries: int = 5,
+        load_retry_interval_seconds: float = 60.0,
+    ):
+        self._load_fn = load_fn
+        self._unload_fn = unload_fn or _close_bundle
+        self._max_loads = max(1, num_load_threads)
+        self._max_retries = max(0, max_num_load_retries)
+        self._retry_interval = max(0.0, load_retry_interval_seconds)
+        self._cv = threading.Condition(threading.RLock())
+        self._harnesses: dict[str, dict[int, _Harness]] = {}
+        self._available: dict[str, dict[int, _Harness]] = {}
+        self._states: dict[str, dict[int, VersionState]] = {}  # the ServableStateMonitor
+        self._seq = 0
+        self._loads_in_flight = 0
+        self._listeners: list[StateListener] = []
+        self._stopped = False
+
+    # -- configuration -------------------------------------------------------------------
+
+    def set_num_load_threads(self, n: int) -> None:
+        with self._cv:
+            self._max_loads = max(1, n)
+            self._reconcile()
+
+    def add_state_listener(self, listener: StateListener) -> None:
+        """``listener(servable_id, state)`` runs on every state change, under the manager's lock."""
+        with self._cv:
+            self._listeners.append(listener)
+
+    # -- the source's target --------------------------------------------------------------
+
+    def set_aspired_versions(self, name: str, versions: list[AspiredVersion]) -> None:
+        """The complete list of versions of ``name`` to serve from now on."""
+        changed = self._changed_on_disk(name, versions)
+        with self._cv:
+            if self._stopped:
+                return
+            table = self._harnesses.setdefault(name, {})
+            wanted = {v.version: v for v in versions}
+            for version, h in table.items():
+                if version not in wanted and h.is_aspired:
+                    h.is_aspired = False
+                    h.cancel.set()
+                    h.retry_now.set()
+            for version, aspired in wanted.items():
+                h = table.get(version)
+                if h is None or (not h.is_aspired and h.state in (HarnessState.NEW, HarnessState.ERROR)):
+                    table[version] = _Harness(ServableId(name, version), aspired.path)
+                    self._publish(table[version], ManagerState.START)
+                elif not h.is_aspired:
+                    h.is_aspired = True  # re-aspired while still loaded or unloading
+                    h.cancel.clear()
+                elif version in changed and h.state is HarnessState.ERROR:
+                    logger.info("Servable version %s changed on disk after a failed load; retrying", h.id)
+                    table[version] = _Harness(h.id, aspired.path)
+                    self._publish(table[version], ManagerState.START)
+                elif version in changed and h.waiting_retry:
+                    h.retry_now.set()
+            self._reconcile()
+
+    def _changed_on_disk(self, name: str, versions: list[AspiredVersion]) -> set[int]:
+        with self._cv:
+            table = self._harnesses.get(name, {})
+            suspects = {
+                v.version: table[v.version].fingerprint
+                for v in versions
+                if v.version in table
+                and (table[v.version].state is HarnessState.ERROR or table[v.version].waiting_retry)
+            }
+        paths = {v.version: v.path for v in versions}
+        return {version for version, fp in suspects.items() if fingerprint(paths[version]) != fp}
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def get_servable(self, name: str, version: int | None) -> Servable:
+        """A pinned handle to ``version`` (None: the highest available)."""
+        with self._cv:
+            available = self._available.get(name)
+            h = None
+            if available:
+                h = available.get(version) if version is not None else available[max(available)]
+            if h is None:
+                request = f"Latest({name})" if version is None else f"Specific({name}, {version})"
+                raise errors.NotFoundError(None, None, f"Servable not found for request: {request}")
+            h.pins += 1
+        servable = Servable(h.id.name, h.id.version, h.bundle)
+        object.__setattr__(servable, "_release", weakref.finalize(servable, self._unpin, h))
+        return servable
+
+    def _unpin(self, h: _Harness) -> None:
+        with self._cv:
+            h.pins -= 1
+            if h.pins == 0:
+                self._cv.notify_all()
+
+    def available_versions(self, name: str) -> list[int]:
+        with self._cv:
+            return sorted(self._available.get(name, {}), reverse=True)
+
+    def version_states(self, name: str) -> dict[int, VersionState]:
+        """Every version the manager has seen of ``name``, highest first (END ones included)."""
+        with self._cv:
+            states = self._states.get(name, {})
+            return {v: states[v] for v in sorted(states, reverse=True)}
+
+    def current_seq(self) -> int:
+        with self._cv:
+            return self._seq
+
+    def wait_for_models(self, names: set[str], since_seq: int) -> dict[str, VersionState]:
+        """Blocks until each model has a version that became AVAILABLE or END after ``since_seq``.
+
+        Returns, per model, the first such state (TF's ``WaitUntilServablesReachState``).
+        """
+        reached: dict[str, VersionState] = {}
+        with self._cv:
+            while True:
+                for name in names - reached.keys():
+                    hits = [
+                        s
+                        for s in self._states.get(name, {}).values()
+                        if s.seq > since_seq and s.state in (ManagerState.AVAILABLE, ManagerState.END)
+                    ]
+                    if hits:
+                        reached[name] = min(hits, key=lambda s: s.seq)
+                if reached.keys() >= names or self._stopped:
+                    return reached
+                self._cv.wait(1.0)
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stopped = True
+            for table in self._harnesses.values():
+                for h in table.values():
+                    h.cancel.set()
+                    h.retry_now.set()
+            self._cv.notify_all()
+
+    # -- the manager's work ------------------------------------------------------------------
+
+    def _publish(self, h: _Harness, state: ManagerState, error: errors.OpError | None = None) -> None:
+        self._seq += 1
+        self._states.setdefault(h.id.name, {})[h.id.version] = VersionState(
+            h.id.version, state, error, self._seq
+        )
+        for listener in self._listeners:
+            try:
+                listener(h.id, state)
+            except Exception:
+                logger.exception("Servable state listener failed")
+        self._cv.notify_all()
+
+    def _reconcile(self) -> None:
+        """Applies the policy until every model is up to date or the load threads are busy."""
+        if self._stopped:
+            return
+        for table in self._harnesses.values():
+            for version, h in list(table.items()):
+                if h.is_aspired and h.state is HarnessState.DISABLED:  # re-aspired while unloading
+                    table[version] = _Harness(h.id, h.path)
+                    self._publish(table[version], ManagerState.START)
+                elif not h.is_aspired and h.state in (
+                    HarnessState.NEW,
+                    HarnessState.ERROR,
+                    HarnessState.DISABLED,
+                ):
+                    del table[version]
+                    if h.state is HarnessState.NEW:
+                        self._publish(h, ManagerState.END)
+            while True:
+                snapshots = [policy_lib.VersionSnapshot(v, h.state, h.is_aspired) for v, h in table.items()]
+                action = policy_lib.next_action(snapshots)
+                if action is None:
+                    break
+                h = table[action.version]
+                if action.action is policy_lib.Action.UNLOAD:
+                    self._start_unload(h)
+                elif self._loads_in_flight < self._max_loads:
+                    self._start_load(h)
+                else:
+                    break
+
+    def _start_load(self, h: _Harness) -> None:
+        h.state = HarnessState.LOADING
+        self._loads_in_flight += 1
+        logger.info("Approving load for servable version %s", h.id)
+        self._publish(h, ManagerState.LOADING)
+        threading.Thread(
+            target=self._load, args=(h,), name=f"load-{h.id.name}-{h.id.version}", daemon=True
+        ).start()
+
+    def _load(self, h: _Harness) -> None:
+        logger.info("Loading servable version %s", h.id)
+        attempt, bundle, error, fp = 0, None, None, None
+        while True:
+            fp = fingerprint(h.path)
+            try:
+                bundle = self._load_fn(h.path, h.id)
+                error = None
+                break
+            except Exception as e:  # any loader failure is a failed load, never a crash
+                error = as_op_error(e)
+                logger.error("Loading servable: %s failed: %s", h.id, status_string(error))
+            attempt += 1
+            if attempt > self._max_retries:
+                logger.info(
+                    "Retrying of Loading servable: %s exhausted max_num_retries: %d", h.id, self._max_retries
+                )
+                break
+            if h.cancel.is_set():
+                break
+            with self._cv:
+                h.waiting_retry, h.fingerprint = True, fp
+            h.retry_now.wait(self._retry_interval)
+            h.retry_now.clear()
+            with self._cv:
+                h.waiting_retry = False
+            if h.cancel.is_set():
+                logger.info("Retrying of Loading servable: %s was cancelled.", h.id)
+                break
+            logger.info("Retrying of Loading servable: %s retry: %d", h.id, attempt)
+        with self._cv:
+            self._loads_in_flight -= 1
+            if error is None:
+                h.bundle, h.state = bundle, HarnessState.READY
+                self._available.setdefault(h.id.name, {})[h.id.version] = h
+                logger.info("Successfully loaded servable version %s", h.id)
+                self._publish(h, ManagerState.AVAILABLE)
+            else:
+                h.state, h.error, h.fingerprint = HarnessState.ERROR, error, fp
+                logger.info("Encountered an error for servable version %s: %s", h.id, status_string(error))
+                self._publish(h, ManagerState.END, error)
+            self._reconcile()
+
+    def _start_unload(self, h: _Harness) -> None:
+        h.state = HarnessState.UNLOADING
+        available = self._available.get(h.id.name, {})
+        available.pop(h.id.version, None)
+        if not available:
+            self._available.pop(h.id.name, None)
+        self._publish(h, ManagerState.UNLOADING)
+        threading.Thread(
+            target=self._unload, args=(h,), name=f"unload-{h.id.name}-{h.id.version}", daemon=True
+        ).start()
+
+    def _unload(self, h: _Harness) -> None:
+        logger.info("Quiescing servable version %s", h.id)
+        with self._cv:
+            started = time.monotonic()
+            while h.pins > 0:
+                if not self._cv.wait(10.0):
+                    logger.warning(
+                        "Servable version %s: still %d request(s) in flight after %.0fs",
+                        h.id,
+                        h.pins,
+                        time.monotonic() - started,
+                    )
+        logger.info("Done quiescing servable version %s", h.id)
+        logger.info("Unloading servable version %s", h.id)
+        try:
+            self._unload_fn(h.bundle)
+        except Exception:
+            logger.exception("Unloading servable version %s raised", h.id)
+        with self._cv:
+            h.bundle, h.state = None, HarnessState.DISABLED
+            logger.info("Done unloading servable version %s", h.id)
+            self._publish(h, ManagerState.END)
+            self._reconcile()
+
+
+def _close_bundle(bundle: Any) -> None:
+    session = getattr(bundle, "session", None)
+    close = getattr(session, "close", None)
+    if callable(close):
+        close()
+
+
+def session_config(options) -> Any:
+    """The Session ConfigProto the flags ask for (TF Serving's thread-count rules)."""
+    from apis.tensorflow.core.protobuf import config_pb2
+
+    intra, inter, both = (
+        options.tensorflow_intra_op_parallelism,
+        options.tensorflow_inter_op_parallelism,
+        options.tensorflow_session_parallelism,
+    )
+    if intra > 0 and inter > 0 and both > 0:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "Either configure server_options.tensorflow_session_parallelism or "
+            "(server_options.tensorflow_intra_op_parallelism, server_options.tensorflow_inter_op_parallelism) "
+            "separately. You cannot configure all.",
+        )
+    config = config_pb2.ConfigProto()
+    if intra > 0 or inter > 0:
+        config.intra_op_parallelism_threads, config.inter_op_parallelism_threads = intra, inter
+    else:
+        config.intra_op_parallelism_threads = config.inter_op_parallelism_threads = both
+    config.gpu_options.per_process_gpu_memory_fraction = options.per_process_gpu_memory_fraction
+    return config
+
+
+def saved_model_load_fn(options) -> LoadFn:
+    """Loads a version directory with ``loader.load_saved_model`` and the flags' tags."""
+    tags = set(options.saved_model_tag_set)
+    config = session_config(options)
+
+    def load(export_dir: str, servable_id: ServableId) -> Any:
+        from loader import load_saved_model  # the loader is imported only when a model loads
+
+        return load_saved_model(export_dir, tags=tags, session_config=config)
+
+    return load
+
+
+class ServerCore:
+    """The models this server serves: config, sources, manager, version labels.
+
+    ``servable_handle(model_spec)`` is the request path's entry: it resolves ``name`` plus
+    ``version`` / ``version_label`` / neither (latest) to a pinned ``Servable``. ``options``
+    (a ``ServerOptions``) is public so request handlers can read request-path flags such as
+    ``enable_signature_method_name_check``. Thread-safe.
+    """
+
+    def __init__(self, options, load_fn: LoadFn | None = None):
+        self.options = options
+        self._manager = AspiredVersionsManager(
+            load_fn or saved_model_load_fn(options),
+            num_load_threads=options.num_load_threads,
+            max_num_load_retries=options.max_num_load_retries,
+            load_retry_interval_seconds=max(options.load_retry_interval_micros, 0) / 1e6,
+        )
+        self._config = model_config.ModelServerConfig()
+        self._config_lock = threading.Lock()
+        self._labels: dict[str, dict[str, int]] | None = None
+        self._labels_lock = threading.Lock()
+        self._source: FileSystemStoragePathSource | None = None
+
+    @property
+    def manager(self) -> AspiredVersionsManager:
+        return self._manager
+
+    @property
+    def config(self):
+        with self._config_lock:
+            return model_config.ModelServerConfig.FromString(self._config.SerializeToString())
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def servable_handle(self, model_spec) -> Servable:
+        name = model_spec.name
+        if not name:
+            raise errors.InvalidArgumentError(None, None, "ModelSpec has no name specified.")
+        choice = model_spec.WhichOneof("version_choice")
+        if choice == "version":
+            version = model_spec.version.value
+        elif choice == "version_label":
+            version = self._version_for_label(name, model_spec.version_label)
+        else:
+            version = None
+        return self._manager.get_servable(name, version)
+
+    def _version_for_label(self, name: str, label: str) -> int:
+        with self._labels_lock:
+            if self._labels is None:
+                raise errors.UnavailableError(None, None, f"Model labels does not init yet.{label}")
+            version = self._labels.get(name, {}).get(label)
+        if version is None:
+            raise errors.InvalidArgumentError(None, None, f"Unrecognized servable version label: {label}")
+        return version
+
+    def model_status(self, name: str, version: int | None = None) -> list[VersionState]:
+        """GetModelStatus's view: states of one or all versions, highest first."""
+        states = self._manager.version_states(name)
+        if version is not None:
+            if version not in states:
+                raise errors.NotFoundError(None, None, f"Could not find version {version} of model {name}")
+            return [states[version]]
+        if not states:
+            raise errors.NotFoundError(None, None, f"Could not find any versions of model {name}")
+        return list(states.values())
+
+    def has_available_version(self, name: str) -> bool:
+        return bool(self._manager.available_versions(name))
+
+    def add_state_listener(self, listener: StateListener) -> None:
+        self._manager.add_state_listener(listener)
+
+    # -- configuration ------------------------------------------------------------------------
+
+    def reload_config(self, new_config) -> None:
+        """Moves to ``new_config`` (TF Serving's ``ServerCore::ReloadConfig``); blocks until new
+        models are available. Raises OpError with TF Serving's texts."""
+        with self._config_lock:
+            old = self._config
+            old_kind, new_kind = old.WhichOneof("config"), new_config.WhichOneof("config")
+            is_first, is_same = old_kind is None, old == new_config
+            if not (is_first or is_same or old_kind == new_kind == "model_config_list"):
+                msg = (
+                    "Cannot transition to requested config. It is only legal to transition from one "
+                    "ModelConfigList to another."
+                )
+                logger.error("%s", msg)
+                raise errors.FailedPreconditionError(None, None, msg)
+            if new_kind is None:
+                logger.info("Taking no action for empty config.")
+                return
+            if new_kind != "model_config_list":
+                raise errors.InvalidArgumentError(
+                    None, None, "ModelServer does not yet support custom model config."
+                )
+            model_config.validate_model_config_list(
+                new_config.model_config_list, old.model_config_list if old_kind else None
+            )
+            self._config = model_config.ModelServerConfig.FromString(new_config.SerializeToString())
+            self._update_labels()
+            logger.info("Adding/updating models.")
+            self._add_models(old, is_first)
+            logger.info("Finished adding/updating models")
+            logger.info("Finished reloading config")
+
+    def _update_labels(self) -> None:
+        def available(name: str, version: int) -> bool:
+            return version in self._manager.available_versions(name)
+
+        with self._labels_lock:
+            self._labels = model_config.version_label_map(
+                self._config,
+                available,
+                self._labels,
+                self.options.allow_version_labels_for_unavailable_models,
+            )
+
+    def _add_models(self, old_config, is_first: bool) -> None:
+        servables = []
+        for model in self._config.model_config_list.config:
+            logger.info(" (Re-)adding model: %s", model.name)
+            policy = VersionPolicy.from_proto(model.model_version_policy)
+            servables.append(ServableToMonitor(model.name, model.base_path, policy))
+        names = {s.servable_name for s in servables}
+        since = self._manager.current_seq()
+        if is_first:
+            self._manager.set_num_load_threads(4 * (os.cpu_count() or 1))  # TF: fast initial load
+            self._source = FileSystemStoragePathSource(
+                servables, self.options.file_system_poll_wait_seconds, self._manager.set_aspired_versions
+            )
+            self._source.start()
+            try:
+                self._await(names, since, "servable(s)")
+            finally:
+                self._manager.set_num_load_threads(self.options.num_load_threads)
+        else:
+            new_names = names - {m.name for m in old_config.model_config_list.config}
+            self._source.update_config(servables)
+            self._await(new_names, since, "model(s)")
+
+    def _await(self, names: set[str], since: int, noun: str) -> None:
+        reached = self._manager.wait_for_models(names, since)
+        failed = {n: s for n, s in reached.items() if s.state is not ManagerState.AVAILABLE}
+        if failed:
+            parts = "".join(
+                f"{{{ServableId(n, s.version)}"
+                + (f" due to error: {status_string(s.error)}" if s.error is not None else "")
+                + "}, "
+                for n, s in sorted(failed.items())
+            )
+            raise errors.UnknownError(
+                None, None, f"{len(failed)} {noun} did not become available: {{{parts}}}"
+            )
+
+    def stop(self) -> None:
+        if self._source is not None:
+            self._source.stop()
+        self._manager.stop()

@@ -1,0 +1,86 @@
+"""ServerOptions: every tensorflow_model_server flag, in one frozen value.
+
+The field names are TF Serving's flag names (``main.cc``), the defaults are its defaults
+(``server.h``'s ``Server::Options``). ``serving.cli`` is the only place that reads flags; every
+other module receives these values as constructor arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+
+def _cpus() -> int:
+    return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """tensorflow_model_server's flags. Immutable; safe to share between threads."""
+
+    # gRPC
+    port: int = 8500
+    grpc_socket_path: str = ""
+    grpc_channel_arguments: str = ""
+    grpc_max_threads: int = field(default_factory=lambda: 4 * _cpus())
+    grpc_bind_address: str = "0.0.0.0"  # extension; TF Serving always uses 0.0.0.0
+    # HTTP/REST (not built yet)
+    rest_api_port: int = 0
+    rest_api_num_threads: int = field(default_factory=lambda: 4 * _cpus())
+    rest_api_timeout_in_ms: int = 30000
+    rest_api_enable_cors_support: bool = False
+    # Models
+    model_name: str = "default"
+    model_base_path: str = ""
+    model_config_file: str = ""
+    model_config_file_poll_wait_seconds: int = 0
+    file_system_poll_wait_seconds: int = 1
+    flush_filesystem_caches: bool = True
+    saved_model_tags: str = "serve"
+    num_load_threads: int = 0
+    num_unload_threads: int = 0
+    max_num_load_retries: int = 5
+    load_retry_interval_micros: int = 60 * 1000 * 1000
+    allow_version_labels_for_unavailable_models: bool = False
+    # Batching (not built yet)
+    enable_batching: bool = False
+    enable_per_model_batching_parameters: bool = False
+    batching_parameters_file: str = ""
+    # Session
+    tensorflow_session_parallelism: int = 0
+    tensorflow_session_config_file: str = ""
+    tensorflow_intra_op_parallelism: int = 0
+    tensorflow_inter_op_parallelism: int = 0
+    per_process_gpu_memory_fraction: float = 0.0
+    platform_config_file: str = ""
+    enable_model_warmup: bool = True
+    num_request_iterations_for_warmup: int = 0
+    remove_unused_fields_from_bundle_metagraph: bool = True
+    enable_signature_method_name_check: bool = False
+    enable_serialization_as_tensor_content: bool = False
+    mixed_precision: str = ""
+    thread_pool_factory_config_file: str = ""
+    # Security, monitoring, misc
+    use_alts_credentials: bool = False
+    ssl_config_file: str = ""
+    monitoring_config_file: str = ""
+    enable_profiler: bool = True
+    enable_grpc_healthcheck_service: bool = False
+    prefer_tflite_model: bool = False
+    use_tflite_model: bool = False
+    num_tflite_pools: int = field(default_factory=_cpus)
+    num_tflite_interpreters_per_pool: int = 1
+    xla_cpu_compilation_enabled: bool = False
+    xla_gpu_compilation_enabled: bool = False
+    skip_initialize_tpu: bool = False
+    version: bool = False
+
+    def replace(self, **changes) -> ServerOptions:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def saved_model_tag_set(self) -> frozenset[str]:
+        """``--saved_model_tags`` split on commas, as TF Serving's ``str_util::Split``."""
+        return frozenset(self.saved_model_tags.split(","))

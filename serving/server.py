@@ -1,0 +1,240 @@
+"""The gRPC ModelServer: builds ServerCore, opens the ports, serves until SIGTERM/SIGINT.
+
+Order of events, as in TF Serving's ``Server::BuildAndStart``: check the options, read the
+model config, load the initial models (blocking), then open ``--port`` (and
+``--grpc_socket_path``) with PredictionService, ModelService, health and reflection. So a
+client that can connect can be served. On SIGTERM or SIGINT: health turns NOT_SERVING, the
+server stops accepting RPCs, in-flight RPCs finish (up to a grace period), exit status 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import signal
+import sys
+import threading
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from apis.tensorflow_serving.apis import model_service_pb2_grpc
+from apis.tensorflow_serving.config import ssl_config_pb2
+from runtime import errors
+from serving import model_config
+from serving.health import ModelHealth
+from serving.manager import ServerCore, session_config, status_string
+from serving.model_service import ModelServiceServicer
+from serving.options import ServerOptions
+
+logger = logging.getLogger(__name__)
+
+MAX_MESSAGE_SIZE = 2**31 - 1  # TF Serving: SetMaxMessageSize(INT32_MAX), both directions
+SHUTDOWN_GRACE_SECONDS = 30.0
+_INT32_RE = re.compile(r"\s*[+-]?\d+\s*")
+
+PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
+MODEL_SERVICE = "tensorflow.serving.ModelService"
+HEALTH_SERVICE = "grpc.health.v1.Health"
+
+
+def parse_channel_arguments(text: str) -> list[tuple[str, int | str]]:
+    """``"k=v,k2=v2"`` -> grpc options; a value that parses as int32 is passed as an int."""
+    arguments: list[tuple[str, int | str]] = []
+    for item in text.split(","):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep:
+            logger.warning("Ignoring gRPC channel argument without a value: %s", item)
+            continue
+        if _INT32_RE.fullmatch(value) and -(2**31) <= int(value) < 2**31:
+            arguments.append((key, int(value)))
+        else:
+            arguments.append((key, value))
+    return arguments
+
+
+def server_options(options: ServerOptions) -> list[tuple[str, int | str]]:
+    """gRPC server options: 2 GiB - 1 messages, then --grpc_channel_arguments (which win)."""
+    return [
+        ("grpc.max_send_message_length", MAX_MESSAGE_SIZE),
+        ("grpc.max_receive_message_length", MAX_MESSAGE_SIZE),
+        *parse_channel_arguments(options.grpc_channel_arguments),
+    ]
+
+
+def check_options(options: ServerOptions) -> None:
+    """TF Serving's start-up checks, with its texts."""
+    if options.port == 0 and not options.grpc_socket_path:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "At least one of server_options.grpc_port or server_options.grpc_socket_path must be set.",
+        )
+    if options.use_alts_credentials and options.ssl_config_file:
+        raise errors.InvalidArgumentError(
+            None, None, "Either use_alts_credentials must be false or ssl_config_file must be empty."
+        )
+    if not options.model_base_path and not options.model_config_file:
+        raise errors.InvalidArgumentError(
+            None, None, "Both server_options.model_base_path and server_options.model_config_file are empty!"
+        )
+    if options.batching_parameters_file and not options.enable_batching:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "server_options.batching_parameters_file is set without setting server_options.enable_batching to true.",
+        )
+    session_config(options)  # parallelism flags
+
+
+def initial_config(options: ServerOptions):
+    if options.model_config_file:
+        return model_config.read_model_server_config(options.model_config_file)
+    return model_config.build_single_model_config(options.model_name, options.model_base_path)
+
+
+def credentials(options: ServerOptions) -> grpc.ServerCredentials | None:
+    """None for an insecure port; ALTS or TLS (from an SSLConfig file) otherwise."""
+    if options.use_alts_credentials:
+        logger.info("Using ALTS credentials")
+        return grpc.alts_server_credentials()
+    if not options.ssl_config_file:
+        logger.info("Using InsecureServerCredentials")
+        return None
+    ssl = model_config.read_text_proto_file(options.ssl_config_file, ssl_config_pb2.SSLConfig())
+    logger.info("Using SSL credentials")
+    return grpc.ssl_server_credentials(
+        [(ssl.server_key.encode(), ssl.server_cert.encode())],
+        root_certificates=ssl.custom_ca.encode() or None,
+        require_client_auth=ssl.client_verify,
+    )
+
+
+def build_server(options: ServerOptions, core: ServerCore) -> tuple[grpc.Server, ModelHealth]:
+    """A started-ready (not yet started) grpc.Server with every service registered."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max(1, options.grpc_max_threads), thread_name_prefix="grpc"),
+        options=server_options(options),
+    )
+    services = [MODEL_SERVICE, HEALTH_SERVICE]
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServiceServicer(core), server)
+    try:
+        from serving import grpc_service
+    except ImportError as e:  # the request path is built alongside; keep the server usable
+        logger.warning("PredictionService is not available: %s", e)
+    else:
+        grpc_service.add_to_server(core, server)
+        services.insert(0, PREDICTION_SERVICE)
+    model_health = ModelHealth(core)
+    health_pb2_grpc.add_HealthServicer_to_server(model_health.servicer, server)
+    reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server)
+    creds = credentials(options)
+    addresses = []
+    if options.port != 0:
+        addresses.append(f"{options.grpc_bind_address}:{options.port}")
+    if options.grpc_socket_path:
+        addresses.append(f"unix:{options.grpc_socket_path}")
+    for address in addresses:
+        try:
+            bound = server.add_secure_port(address, creds) if creds else server.add_insecure_port(address)
+        except RuntimeError as e:
+            raise errors.InvalidArgumentError(
+                None, None, f"Failed to BuildAndStart gRPC server: {e}"
+            ) from None
+        if bound == 0:
+            raise errors.InvalidArgumentError(None, None, "Failed to BuildAndStart gRPC server")
+    return server, model_health
+
+
+class ConfigFilePoller:
+    """Re-reads --model_config_file every N seconds and reloads it (TF Serving's poll thread)."""
+
+    def __init__(self, core: ServerCore, path: str, wait_seconds: int):
+        self._core, self._path, self._wait = core, path, wait_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="Server_fs_model_config_poll_thread", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._wait):
+            try:
+                config = model_config.read_model_server_config(self._path)
+            except errors.OpError as e:
+                logger.error("Failed to read ModelServerConfig file: %s", e.message)
+                continue
+            try:
+                self._core.reload_config(config)
+            except errors.OpError as e:
+                logger.error("PollFilesystemAndReloadConfig failed to ReloadConfig: %s", e.message)
+            except Exception:
+                logger.exception("PollFilesystemAndReloadConfig failed")
+
+
+def _fail(error: errors.OpError) -> int:
+    sys.stdout.write(f"Failed to start server. Error: {status_string(error)}\n")
+    sys.stdout.flush()
+    return 255
+
+
+def run_server(options: ServerOptions) -> int:
+    """Runs the model server until SIGTERM/SIGINT; returns the process exit status."""
+    stop = threading.Event()
+    state: dict[str, object] = {}
+
+    def on_signal(signum, frame):
+        if stop.is_set() or "server" not in state:
+            logger.info("Received signal %d; exiting now", signum)
+            raise SystemExit(0)
+        logger.info("Received signal %d; shutting down", signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return _serve(options, stop, state)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
+    try:
+        check_options(options)
+        config = initial_config(options)
+        core = ServerCore(options)
+        core.reload_config(config)
+        server, model_health = build_server(options, core)
+    except errors.OpError as e:
+        return _fail(e)
+    poller = None
+    if options.model_config_file and options.model_config_file_poll_wait_seconds > 0:
+        poller = ConfigFilePoller(
+            core, options.model_config_file, options.model_config_file_poll_wait_seconds
+        )
+        poller.start()
+    server.start()
+    state["server"] = server
+    model_health.set_serving()
+    if options.port != 0:
+        logger.info("Running gRPC ModelServer at %s:%d ...", options.grpc_bind_address, options.port)
+    if options.grpc_socket_path:
+        logger.info("Running gRPC ModelServer at UNIX socket %s ...", options.grpc_socket_path)
+    while not stop.wait(1.0):
+        pass
+    model_health.shutdown()
+    if poller is not None:
+        poller.stop()
+    server.stop(SHUTDOWN_GRACE_SECONDS).wait()
+    core.stop()
+    logger.info("Server stopped")
+    return 0

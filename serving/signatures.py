@@ -1,0 +1,129 @@
+"""SignatureDef constants and the lookups every inference API shares.
+
+Names and texts are TensorFlow's (``signature_constants``) and TF Serving's (``util.cc``:
+``MakeModelSpec``). Also the servable pin every API takes for the length of one request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import numpy as np
+from google.protobuf import text_format
+
+from apis.tensorflow.core.framework import types_pb2
+from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
+from apis.tensorflow_serving.apis import input_pb2, model_pb2
+from runtime import errors
+
+DEFAULT_SERVING_SIGNATURE_DEF_KEY = "serving_default"
+
+PREDICT_METHOD_NAME = "tensorflow/serving/predict"
+CLASSIFY_METHOD_NAME = "tensorflow/serving/classify"
+REGRESS_METHOD_NAME = "tensorflow/serving/regress"
+
+CLASSIFY_INPUTS = "inputs"
+CLASSIFY_OUTPUT_CLASSES = "classes"
+CLASSIFY_OUTPUT_SCORES = "scores"
+REGRESS_INPUTS = "inputs"
+REGRESS_OUTPUTS = "outputs"
+
+
+def signature_name(model_spec: model_pb2.ModelSpec) -> str:
+    """The requested signature: ``model_spec.signature_name`` or "serving_default"."""
+    return model_spec.signature_name or DEFAULT_SERVING_SIGNATURE_DEF_KEY
+
+
+def set_model_spec(out: model_pb2.ModelSpec, name: str, signature: str | None, version: int | None) -> None:
+    """TF Serving's ``MakeModelSpec``: name, the signature name (empty -> "serving_default"), version."""
+    out.Clear()
+    out.name = name
+    if signature is not None:
+        out.signature_name = signature or DEFAULT_SERVING_SIGNATURE_DEF_KEY
+    if version is not None:
+        out.version.value = version
+
+
+def method_name_check(core) -> bool:
+    """``--enable_signature_method_name_check`` (off by default, as in TF Serving)."""
+    options = getattr(core, "options", None)
+    return bool(getattr(options, "enable_signature_method_name_check", False))
+
+
+def serialize_as_tensor_content(core) -> bool:
+    """``--enable_serialization_as_tensor_content``: Predict outputs in tensor_content."""
+    options = getattr(core, "options", None)
+    return bool(getattr(options, "enable_serialization_as_tensor_content", False))
+
+
+@contextlib.contextmanager
+def servable(core, model_spec: model_pb2.ModelSpec) -> Iterator:
+    """The servable for ``model_spec``, pinned while the block runs (a ServableHandle)."""
+    handle = core.servable_handle(model_spec)
+    if hasattr(handle, "__enter__"):
+        with handle as pinned:
+            yield pinned
+    else:
+        yield handle
+
+
+def debug_string(message) -> str:
+    """A proto as C++ ``DebugString`` prints it (text format, two-space indent)."""
+    return text_format.MessageToString(message)
+
+
+def shape_debug_string(shape: tuple[int, ...]) -> str:
+    """``TensorShape::DebugString``: "[2,3]", "[]" for a scalar."""
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def dtype_enum_name(dtype: int) -> str:
+    """``DataType_Name``: "DT_FLOAT"."""
+    try:
+        return types_pb2.DataType.Name(dtype)
+    except ValueError:
+        return str(dtype)
+
+
+def signature_defs(servable) -> dict[str, meta_graph_pb2.SignatureDef]:
+    """The signatures of a servable's bundle (loader.SavedModelBundle)."""
+    bundle = servable.bundle
+    defs = getattr(bundle, "signature_defs", None)
+    if defs is None:
+        defs = bundle.meta_graph_def.signature_def
+    return defs
+
+
+_NO_TIMEOUT_MS = 2**31 - 1  # TF Serving's DeadlineToTimeoutMillis saturates here
+
+
+def run_options(deadline: float | None) -> config_pb2.RunOptions:
+    """RunOptions for one request: the time left before its deadline (seconds) becomes
+    ``timeout_in_ms``, as TF Serving's ``--enforce_session_run_timeout`` does. A deadline already
+    passed still gets 1 ms, so the Session fails fast instead of running unbounded. grpc reports
+    a call without a deadline as ~infinite time left: that is no timeout (0), as in TF."""
+    options = config_pb2.RunOptions()
+    if deadline is not None and deadline * 1000 < _NO_TIMEOUT_MS:
+        options.timeout_in_ms = max(1, int(deadline * 1000))
+    return options
+
+
+def serialized_examples(input_: input_pb2.Input) -> np.ndarray:
+    """TF Serving's ``InputToSerializedExampleTensor``: a 1-D string tensor of serialized
+    tf.Examples. With ``example_list_with_context`` each element is the context's bytes followed
+    by the example's, which parses as the example merged over the context (the example's
+    features win), exactly as TF Serving feeds it."""
+    kind = input_.WhichOneof("kind")
+    if kind == "example_list":
+        examples, prefix = input_.example_list.examples, b""
+    elif kind == "example_list_with_context":
+        examples = input_.example_list_with_context.examples
+        prefix = input_.example_list_with_context.context.SerializeToString()
+    else:
+        examples, prefix = (), b""
+    if not len(examples):
+        raise errors.InvalidArgumentError(None, None, "Input is empty.")
+    out = np.empty(len(examples), object)
+    out[:] = [prefix + example.SerializeToString() for example in examples]
+    return out

@@ -1,0 +1,224 @@
+"""FileSystemStoragePathSource: finds model versions on disk and tells the manager.
+
+Each model's base path holds one directory per version, named by the version number::
+
+    /models/half_plus_two/
+      00000123/            -> version 123 (leading zeros are fine)
+        saved_model.pb
+        variables/
+      124/                 -> version 124
+      tmp-upload/          -> ignored (not a number)
+
+Every ``file_system_poll_wait_seconds`` (0: once, negative: never) the source lists each base
+path, applies the model's version policy (``latest`` N, default 1; ``all``; ``specific``) and
+calls ``aspired_versions_callback(name, [AspiredVersion, ...])`` with the complete list of
+versions the manager should serve. A base path that does not exist is logged as TF Serving
+logs it and leaves that model's aspired versions as they were (never an empty list), so a
+transiently missing mount never unloads a model. Unlike TF Serving, one missing base path
+does not stop the other models from being polled, and only directories count as versions.
+
+Thread-safety: ``update_config`` and ``stop`` may be called from any thread; the callback
+runs on the polling thread (or the caller of ``poll_once``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+_VERSION_RE = re.compile(r"\s*[+-]?\d+\s*")  # absl::SimpleAtoi: spaces and a sign allowed
+_INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class VersionPolicy:
+    """``ServableVersionPolicy`` as plain data: kind in {"latest", "all", "specific"}."""
+
+    kind: str = "latest"
+    num_versions: int = 1
+    versions: tuple[int, ...] = ()
+
+    @classmethod
+    def from_proto(cls, proto) -> VersionPolicy:
+        choice = proto.WhichOneof("policy_choice")
+        if choice == "all":
+            return cls("all")
+        if choice == "specific":
+            return cls("specific", versions=tuple(proto.specific.versions))
+        num = proto.latest.num_versions if choice == "latest" else 1
+        return cls("latest", num_versions=max(num, 1))
+
+
+@dataclass(frozen=True)
+class ServableToMonitor:
+    servable_name: str
+    base_path: str
+    policy: VersionPolicy = VersionPolicy()
+
+
+@dataclass(frozen=True)
+class AspiredVersion:
+    version: int
+    path: str
+
+
+AspiredVersionsCallback = Callable[[str, list[AspiredVersion]], None]
+
+
+def parse_version(child: str) -> int | None:
+    """The version number a directory name stands for, or None."""
+    if not _VERSION_RE.fullmatch(child):
+        return None
+    value = int(child)
+    return value if -_INT64_MAX - 1 <= value <= _INT64_MAX else None
+
+
+def index_children_by_version(name: str, children: Sequence[str]) -> dict[int, str]:
+    by_version: dict[int, str] = {}
+    for child in sorted(children):
+        version = parse_version(child)
+        if version is None:
+            continue
+        if version in by_version:
+            logger.warning(
+                "Duplicate version directories detected. Version %d will be loaded from %s, %s will be ignored.",
+                version,
+                child,
+                by_version[version],
+            )
+        by_version[version] = child
+    return by_version
+
+
+def select_versions(servable: ServableToMonitor, children: Sequence[str]) -> list[tuple[int, str]]:
+    """Pure: the (version, child directory) pairs the policy aspires to, highest first."""
+    by_version = index_children_by_version(servable.servable_name, children)
+    ordered = sorted(by_version.items(), reverse=True)
+    policy = servable.policy
+    if policy.kind == "all":
+        return ordered
+    if policy.kind == "specific":
+        wanted = set(policy.versions)
+        chosen = [(v, c) for v, c in ordered if v in wanted]
+        for missing in sorted(wanted - {v for v, _ in chosen}):
+            logger.warning(
+                "Version %d of servable %s, which was requested to be served as a 'specific' version in "
+                "the servable's version policy, was not found in the file system",
+                missing,
+                servable.servable_name,
+            )
+        return chosen
+    return ordered[: policy.num_versions]
+
+
+def poll_servable(servable: ServableToMonitor) -> list[AspiredVersion] | None:
+    """Lists one base path; None when it cannot be read (logged as TF Serving does)."""
+    base = servable.base_path
+    if not os.path.exists(base):
+        logger.error(
+            "FileSystemStoragePathSource encountered a filesystem access error: Could not find base path "
+            "%s for servable %s with error NOT_FOUND: %s not found",
+            base,
+            servable.servable_name,
+            base,
+        )
+        return None
+    try:
+        children = [e.name for e in os.scandir(base) if e.is_dir()]
+    except OSError as e:
+        logger.error(
+            "FileSystemStoragePathSource encountered a filesystem access error: %s: %s", base, e.strerror
+        )
+        return None
+    if servable.policy.kind == "specific" and not servable.policy.versions:
+        logger.warning("No specific versions requested for servable %s.", servable.servable_name)
+        return []
+    chosen = select_versions(servable, children)
+    if not chosen:
+        logger.warning(
+            "No versions of servable %s found under base path %s. Did you forget to name your leaf "
+            "directory as a number (eg. '/1/')?",
+            servable.servable_name,
+            base,
+        )
+    return [AspiredVersion(v, os.path.join(base, child)) for v, child in chosen]
+
+
+class FileSystemStoragePathSource:
+    """Polls base paths on a daemon thread and reports aspired versions per model."""
+
+    def __init__(
+        self,
+        servables: Sequence[ServableToMonitor],
+        poll_wait_seconds: float,
+        callback: AspiredVersionsCallback,
+    ):
+        self._servables = list(servables)
+        self._poll_wait_seconds = poll_wait_seconds
+        self._callback = callback
+        self._lock = threading.Lock()
+        self._poll_lock = threading.Lock()  # one poll at a time, callbacks in order
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def servables(self) -> list[ServableToMonitor]:
+        with self._lock:
+            return list(self._servables)
+
+    def start(self) -> None:
+        """Polls once now (on this thread), then every poll_wait_seconds in the background.
+
+        0 polls once; negative never polls (TF Serving: reserved for tests).
+        """
+        if self._poll_wait_seconds < 0:
+            return
+        self.poll_once()
+        if self._poll_wait_seconds > 0:
+            self._thread = threading.Thread(
+                target=self._run, name="FileSystemStoragePathSource_filesystem_polling_thread", daemon=True
+            )
+            self._thread.start()
+
+    def update_config(self, servables: Sequence[ServableToMonitor]) -> None:
+        """Replaces the watched models; dropped models get an empty aspired list (unload)."""
+        with self._poll_lock:
+            with self._lock:
+                old = {s.servable_name for s in self._servables}
+                self._servables = list(servables)
+                new = {s.servable_name for s in self._servables}
+            for name in sorted(old - new):
+                self._callback(name, [])
+        if self._poll_wait_seconds >= 0:
+            self.poll_once()
+
+    def poll_once(self) -> None:
+        with self._poll_lock:
+            for servable in self.servables:
+                versions = poll_servable(servable)
+                if versions is not None:
+                    self._callback(servable.servable_name, versions)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            self._wake.wait(self._poll_wait_seconds)
+            self._wake.clear()
+            if self._stopped.is_set():
+                return
+            try:
+                self.poll_once()
+            except Exception:  # a bad poll must never kill polling
+                logger.exception("File-system poll failed")

@@ -1,0 +1,1 @@
+"""Tests of the apis/ package: generated code is current and wire-identical to TF."""

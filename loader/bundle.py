@@ -80,7 +80,8 @@ def load_saved_model(
     export_dir: str, tags: Iterable[str] = ("serve",), session_config=None
 ) -> SavedModelBundle:
     """A new Session over a new Graph with the SavedModel loaded, like C++ ``LoadSavedModel``."""
-    from runtime import Graph, Session  # the runtime core; imported here to keep `import loader` light
+    from runtime.graph import Graph  # the runtime core; imported here to keep `import loader` light
+    from runtime.session import Session
 
     start = time.monotonic()
     export_dir = os.fspath(export_dir)

@@ -25,8 +25,9 @@ from apis.tensorflow.core.framework import attr_value_pb2, function_pb2, graph_p
 from runtime import attrs as attr_lib
 from runtime import errors
 from runtime.attrs import FuncAttr
-from runtime.graph import Graph, Operation, Tensor, function_signature, op_signature
+from runtime.graph import Graph, Operation, Tensor
 from runtime.kernels import lookup
+from runtime.op_def import function_signature, op_signature
 from runtime.plan import Plan, build_plan, instrument, run_plan
 
 # Set by Session.run while a run has a deadline or traces: (deadline | None, trace list | None).
@@ -178,7 +179,10 @@ class FunctionLibraryRuntime:
         if fdef is None:
             raise errors.NotFoundError(None, None, f"Function {name} is not defined.")
         own = _call_attrs(fdef, attrs)
-        key = (name, tuple(sorted((k, v.SerializeToString(deterministic=True)) for k, v in own.items())))
+        key = (
+            name,
+            tuple(sorted((k, v.SerializeToString(deterministic=True)) for k, v in own.items())),
+        )
         with self._lock:
             if key in self._instances:
                 found = self._instances[key]

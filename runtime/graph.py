@@ -18,110 +18,18 @@ read-only, as TF does before serving it.
 from __future__ import annotations
 
 import contextlib
-import functools
 import re
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, versions_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from runtime import attrs as attr_lib
 from runtime import dtypes
 from runtime.device import DeviceSpec
-from runtime.op_signatures import SIGNATURES
+from runtime.op_def import OpSignature, function_signature, op_signature, parse_input
 
 _TENSOR_FORM = ' Tensor names must be of the form "<op_name>:<output_index>".'
-
-
-@dataclass(frozen=True)
-class ArgSpec:
-    """One input or output arg of an op, from ``op_signatures``."""
-
-    name: str
-    is_ref: bool = False
-    number_attr: str | None = None  # a list of int(attrs[number_attr]) tensors
-    type_list_attr: str | None = None  # a list typed by attrs[type_list_attr]
-    type_attr: str | None = None
-    fixed_type: int | None = None
-
-    def size(self, attrs: dict) -> int:
-        if self.number_attr is not None:
-            return int(attrs.get(self.number_attr) or 0)
-        if self.type_list_attr is not None:
-            return len(attrs.get(self.type_list_attr) or ())
-        return 1
-
-    def dtypes(self, attrs: dict) -> list[int | None]:
-        if self.type_list_attr is not None:
-            return list(attrs.get(self.type_list_attr) or ())
-        dtype = self.fixed_type if self.type_attr is None else attrs.get(self.type_attr)
-        if dtype is not None and self.is_ref:
-            dtype += dtypes.REF_OFFSET
-        return [dtype] * self.size(attrs)
-
-
-@dataclass(frozen=True)
-class OpSignature:
-    inputs: tuple[ArgSpec, ...]
-    outputs: tuple[ArgSpec, ...]
-
-
-def _parse_arg(text: str) -> ArgSpec:
-    is_ref = text.startswith("&")
-    text = text.lstrip("&")
-    text, _, type_text = text.partition(":")
-    name, _, type_list_attr = text.partition("+")
-    name, _, number_attr = name.partition("*")
-    return ArgSpec(
-        name=name,
-        is_ref=is_ref,
-        number_attr=number_attr or None,
-        type_list_attr=type_list_attr or None,
-        type_attr=type_text if type_text and not type_text.startswith("=") else None,
-        fixed_type=int(type_text[1:]) if type_text.startswith("=") else None,
-    )
-
-
-@functools.cache
-def op_signature(op_type: str) -> OpSignature | None:
-    """The input/output args of a TF op type, or None for an op TF does not define."""
-    text = SIGNATURES.get(op_type)
-    if text is None:
-        return None
-    inputs, _, outputs = text.partition("->")
-    return OpSignature(
-        tuple(_parse_arg(a) for a in inputs.split(",") if a),
-        tuple(_parse_arg(a) for a in outputs.split(",") if a),
-    )
-
-
-def function_signature(fdef: function_pb2.FunctionDef) -> OpSignature:
-    """A library function's args as an op signature (a call node's inputs and outputs)."""
-
-    def spec(arg) -> ArgSpec:
-        return ArgSpec(
-            name=arg.name,
-            number_attr=arg.number_attr or None,
-            type_list_attr=arg.type_list_attr or None,
-            type_attr=arg.type_attr or None,
-            fixed_type=arg.type or None,
-        )
-
-    return OpSignature(
-        tuple(spec(a) for a in fdef.signature.input_arg),
-        tuple(spec(a) for a in fdef.signature.output_arg),
-    )
-
-
-def parse_input(text: str) -> tuple[str, int, bool]:
-    """A NodeDef input string -> (op name, output index, is_control)."""
-    if text.startswith("^"):
-        return text[1:], -1, True
-    name, sep, index = text.rpartition(":")
-    if sep and index.isdigit():
-        return name, int(index), False
-    return text, 0, False
 
 
 class Tensor:
@@ -232,7 +140,7 @@ class Operation:
             elif "_output_shapes" in self.node_def.attr:
                 self._num_outputs = (len(self.node_def.attr["_output_shapes"].list.shape), True)
             else:
-                seen = self.graph._max_output_ref.get(self.name, 0)
+                seen = self.graph._max_output_ref.get(self.name, -1)
                 return max(seen + 1, len(self._outputs), 1), False
         return self._num_outputs
 
@@ -269,7 +177,7 @@ class Operation:
         shapes = attrs.get("_output_shapes")
         if shapes and index < len(shapes):
             return shapes[index]
-        if self.type in ("Placeholder", "PlaceholderV2") and "shape" in attrs:
+        if self.type in ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault") and "shape" in attrs:
             return attrs["shape"]
         if self.type == "Const" and "value" in attrs:
             return tuple(attrs["value"].shape)
@@ -319,7 +227,7 @@ class Graph:
                     copy.name = prefix + node.name
                     copy.input[:] = [_prefixed(prefix, text) for text in node.input]
                 if copy.name in self._ops or copy.name in new_ops:
-                    raise ValueError(f"Duplicate node name in graph: '{copy.name}'")
+                    raise ValueError(f"Node '{copy.name}' is not unique")
                 op = Operation(self, copy)
                 new_ops[copy.name] = op
                 added.append(op)
@@ -341,11 +249,11 @@ class Graph:
                 source, index, _ = parse_input(text)
                 if source not in new_ops and source not in self._ops:
                     raise ValueError(f"Node '{op.name}': Unknown input node '{text}'")
-                if index > refs.get(source, 0):
+                if index > refs.get(source, -1):
                     refs[source] = index
         for op in added:
             count, known = op._count_outputs()
-            if known and refs.get(op.name, 0) >= count > 0:
+            if known and refs.get(op.name, -1) >= count:
                 consumer = next(
                     c.name
                     for c in added

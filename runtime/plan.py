@@ -26,9 +26,10 @@ import numpy as np
 
 from runtime import errors
 from runtime.attrs import FuncAttr
-from runtime.graph import Operation, OpSignature, Tensor
+from runtime.graph import Operation, Tensor
 from runtime.kernels import lookup
 from runtime.kernels.registry import DEAD
+from runtime.op_def import OpSignature
 
 _SCRATCH = 0
 
@@ -310,15 +311,13 @@ def run_plan(plan: Plan, feed_values: Sequence, steps: Sequence[Step] | None = N
             plan.steps if steps is None else steps
         ):
             if dead is not None and not accepts_dead and not dead.isdisjoint(dead_ins):
-                _kill(dead, outs, multi, ctrl)
-                continue
-            result = call(*[vals[i] for i in ins])
-            if multi:
-                dead = _store(vals, outs, result, dead, op)
+                _kill(vals, dead, outs if multi else (outs,), ctrl)
+            elif multi:
+                dead = _store(vals, outs, call(*[vals[i] for i in ins]), dead, op)
             else:
-                vals[outs] = result
+                result = vals[outs] = call(*[vals[i] for i in ins])
                 if result is DEAD:
-                    dead = _kill(dead, (outs,), True, _SCRATCH)
+                    dead = _kill(vals, dead, (outs,), _SCRATCH)
             for slot in frees:
                 vals[slot] = None
     except Exception as exc:  # noqa: BLE001 - every kernel failure becomes an OpError
@@ -335,13 +334,16 @@ def _store(vals: list, outs: tuple, result, dead, op) -> set[int] | None:
     for slot, value in zip(outs, result):
         vals[slot] = value
         if value is DEAD:
-            dead = _kill(dead, (slot,), True, _SCRATCH)
+            dead = _kill(vals, dead, (slot,), _SCRATCH)
     return dead
 
 
-def _kill(dead: set[int] | None, outs, multi: bool, ctrl: int) -> set[int]:
+def _kill(vals: list, dead: set[int] | None, slots: tuple, ctrl: int) -> set[int]:
+    """Marks ``slots`` (and a control slot) dead: DEAD values, and in the ``dead`` set."""
     dead = set() if dead is None else dead
-    dead.update(outs if multi else (outs,))
+    for slot in slots:
+        vals[slot] = DEAD
+    dead.update(slots)
     dead.add(ctrl)
     dead.discard(_SCRATCH)
     return dead

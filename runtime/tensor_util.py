@@ -54,6 +54,15 @@ _VAL_FIELD = {
 }
 _COMPLEX_PART = {dtypes.DT_COMPLEX64: np.float32, dtypes.DT_COMPLEX128: np.float64}
 _OBJECT_TYPES = (dtypes.DT_STRING, dtypes.DT_RESOURCE, dtypes.DT_VARIANT)
+# What tf.make_tensor_proto packs into tensor_content (not bool, complex, uint16, strings).
+_TENSOR_CONTENT_TYPES = frozenset(
+    {
+        dtypes.DT_FLOAT, dtypes.DT_DOUBLE, dtypes.DT_HALF, dtypes.DT_BFLOAT16,
+        dtypes.DT_INT8, dtypes.DT_INT16, dtypes.DT_INT32, dtypes.DT_INT64,
+        dtypes.DT_UINT8, dtypes.DT_UINT32, dtypes.DT_UINT64,
+        dtypes.DT_QINT8, dtypes.DT_QUINT8, dtypes.DT_QINT16, dtypes.DT_QUINT16, dtypes.DT_QINT32,
+    }
+)  # fmt: skip
 
 
 def shape_from_proto(shape: tensor_shape_pb2.TensorShapeProto) -> tuple[int | None, ...] | None:
@@ -194,8 +203,8 @@ def make_tensor_proto(
 ) -> tensor_pb2.TensorProto:
     """A TensorProto of ``values`` (array-like), optionally cast to ``dtype`` and shaped.
 
-    ``use_tensor_content``: None packs numeric tensors of more than one element into
-    ``tensor_content`` as ``tf.make_tensor_proto`` does; True always, False never (``*_val``).
+    ``use_tensor_content``: None packs tensors of more than one element into ``tensor_content``
+    for the dtypes ``tf.make_tensor_proto`` packs; True every non-string dtype, False none.
     """
     array = _convert(values, dtype)
     dtype = dtypes.from_numpy(array.dtype) if dtype is None else dtypes.base_dtype(dtype)
@@ -217,8 +226,11 @@ def make_tensor_proto(
         _set_field(proto, dtype, array.reshape(-1))
         return proto
     flat = array.reshape(-1)
-    packed = flat.size > 1 if use_tensor_content is None else use_tensor_content
-    if packed and dtype not in _OBJECT_TYPES:
+    if use_tensor_content is None:
+        packed = flat.size > 1 and dtype in _TENSOR_CONTENT_TYPES
+    else:
+        packed = use_tensor_content and dtype not in _OBJECT_TYPES
+    if packed:
         proto.tensor_content = flat.tobytes()
     else:
         _set_field(proto, dtype, flat)

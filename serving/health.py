@@ -37,11 +37,15 @@ class ModelHealth:
         for name in SERVICE_NAMES:
             self.servicer.set(name, NOT_SERVING)
         core.add_state_listener(self._on_state)
+        for name in core.model_names():  # models loaded before this reporter existed
+            self._update(name)
 
     def _on_state(self, servable_id: ServableId, state: ManagerState) -> None:
         if state in (ManagerState.AVAILABLE, ManagerState.UNLOADING, ManagerState.END):
-            serving = self._core.has_available_version(servable_id.name)
-            self.servicer.set(servable_id.name, SERVING if serving else NOT_SERVING)
+            self._update(servable_id.name)
+
+    def _update(self, name: str) -> None:
+        self.servicer.set(name, SERVING if self._core.has_available_version(name) else NOT_SERVING)
 
     def set_serving(self) -> None:
         for name in SERVICE_NAMES:

@@ -208,6 +208,10 @@ class AspiredVersionsManager:
             states = self._states.get(name, {})
             return {v: states[v] for v in sorted(states, reverse=True)}
 
+    def model_names(self) -> list[str]:
+        with self._cv:
+            return sorted(self._states)
+
     def current_seq(self) -> int:
         with self._cv:
             return self._seq
@@ -485,6 +489,10 @@ class ServerCore:
         if not states:
             raise errors.NotFoundError(None, None, f"Could not find any versions of model {name}")
         return list(states.values())
+
+    def model_names(self) -> list[str]:
+        """Every model the manager has seen (available or not)."""
+        return self._manager.model_names()
 
     def has_available_version(self, name: str) -> bool:
         return bool(self._manager.available_versions(name))

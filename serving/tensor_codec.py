@@ -18,6 +18,7 @@ little-endian like the wire format (checked at import).
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -60,6 +61,17 @@ _FIELD: dict[int, tuple[str, int]] = {
     dtypes.DT_UINT32: ("uint32_val", 16),
     dtypes.DT_UINT64: ("uint64_val", 17),
 }
+# How the typed field holds a dtype's values when that differs from the dtype (int_val is int32).
+_FIELD_DTYPE = {
+    dtypes.DT_INT16: np.int32,
+    dtypes.DT_INT8: np.int32,
+    dtypes.DT_UINT8: np.int32,
+    dtypes.DT_UINT16: np.int32,
+    dtypes.DT_QINT8: np.int32,
+    dtypes.DT_QUINT8: np.int32,
+    dtypes.DT_QINT16: np.int32,
+    dtypes.DT_QUINT16: np.int32,
+}
 _MAX_DIMS = 254
 _INT64_MAX = (1 << 63) - 1
 
@@ -71,16 +83,11 @@ _INT64_MAX = (1 << 63) - 1
 def shape_of(proto: tensor_pb2.TensorProto) -> tuple[int, ...]:
     """The fully defined shape of a request tensor; raises TensorProtoError like TensorShape::IsValid."""
     shape = proto.tensor_shape
-    if shape.unknown_rank or len(shape.dim) > _MAX_DIMS:
-        raise TensorProtoError("invalid tensor shape")
     dims = tuple(d.size for d in shape.dim)
-    n = 1
-    for size in dims:
-        if size < 0:
-            raise TensorProtoError("invalid tensor shape")
-        n *= size
-        if n > _INT64_MAX:
-            raise TensorProtoError("too many elements")
+    if shape.unknown_rank or len(dims) > _MAX_DIMS or (dims and min(dims) < 0):
+        raise TensorProtoError("invalid tensor shape")
+    if math.prod(dims) > _INT64_MAX:
+        raise TensorProtoError("too many elements")
     return dims
 
 
@@ -94,7 +101,7 @@ def decode(proto: tensor_pb2.TensorProto, *, max_fill_bytes: int = MAX_FILL_BYTE
     if dtype not in _FIELD:
         raise TensorProtoError(f"unsupported dtype {dtype}")
     shape = shape_of(proto)
-    n = int(np.prod(shape, dtype=object)) if shape else 1
+    n = math.prod(shape)
     np_dtype = dtypes.as_numpy_dtype(dtype)
     if n == 0:
         return np.empty(shape, np_dtype)
@@ -150,7 +157,7 @@ def _from_field(proto, dtype: int, np_dtype: np.dtype, n: int, max_fill_bytes: i
         parts = np.array(field, np.float32 if dtype == dtypes.DT_COMPLEX64 else np.float64)
         values = parts[: len(parts) // 2 * 2].view(np_dtype)
     else:
-        values = np.array(field).astype(np_dtype, copy=False)
+        values = np.array(field, _FIELD_DTYPE.get(dtype, np_dtype)).astype(np_dtype, copy=False)
     if len(values) >= n:
         return values[:n]
     itemsize = 8 if np_dtype == np.dtype(object) else np_dtype.itemsize

@@ -30,7 +30,9 @@ def test_no_module_imports_tensorflow():
                     names = [alias.name for alias in node.names]
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     names = [node.module]
-                offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "tensorflow"]
+                offenders += [
+                    f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "tensorflow"
+                ]
     assert not offenders, offenders
 
 

@@ -19,10 +19,12 @@ Classes are ``setosa``, ``versicolor`` and ``virginica``.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import sys
 import tempfile
+import uuid
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
@@ -32,9 +34,7 @@ import tensorflow as tf  # noqa: E402
 
 CLASSES = ["setosa", "versicolor", "virginica"]
 # Per-class feature means; the synthetic flowers scatter around them.
-CENTRES = np.array(
-    [[5.0, 3.4, 1.5, 0.25], [5.9, 2.8, 4.3, 1.3], [6.6, 3.0, 5.6, 2.0]], dtype=np.float32
-)
+CENTRES = np.array([[5.0, 3.4, 1.5, 0.25], [5.9, 2.8, 4.3, 1.3], [6.6, 3.0, 5.6, 2.0]], dtype=np.float32)
 
 
 def feature_columns():
@@ -56,7 +56,15 @@ def training_data(n: int = 150):
     return features, np.array(CLASSES, dtype=object)[labels]
 
 
+def reproducible_table_names() -> None:
+    """StaticHashTable names itself ``hash_table_<uuid4>`` (here: the label vocabulary's table);
+    numbered uuids instead keep rebuilds from unchanged sources byte-identical."""
+    counter = itertools.count()
+    uuid.uuid4 = lambda: uuid.UUID(int=next(counter))
+
+
 def build(export_dir: str) -> None:
+    reproducible_table_names()
     columns = feature_columns()
     features, labels = training_data()
     with tempfile.TemporaryDirectory() as work:
@@ -65,6 +73,7 @@ def build(export_dir: str) -> None:
             feature_columns=columns,
             n_classes=3,
             label_vocabulary=CLASSES,
+            optimizer=lambda: tf.keras.optimizers.legacy.Adam(learning_rate=0.02),
             config=tf.estimator.RunConfig(tf_random_seed=2024, model_dir=f"{work}/model"),
         )
 

@@ -13,6 +13,7 @@ Signatures (both ``tensorflow/serving/predict``; ``x`` is float [-1], so TF Serv
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 
@@ -42,6 +43,21 @@ def build(export_dir: str) -> None:
     module = HalfPlusTwo()
     signatures = {"serving_default": module.half_plus_two, "x2_to_y3": module.half_plus_three}
     tf.saved_model.save(module, export_dir, signatures=signatures)
+    pin_fingerprint_uuid(export_dir)
+
+
+def pin_fingerprint_uuid(export_dir: str) -> None:
+    """Derives fingerprint.pb's uuid (random per export) from the content hashes beside it, so
+    rebuilding from unchanged sources gives byte-identical files."""
+    from tensorflow.core.protobuf import fingerprint_pb2
+
+    path = os.path.join(export_dir, "fingerprint.pb")
+    with open(path, "rb") as f:
+        fingerprint = fingerprint_pb2.FingerprintDef.FromString(f.read())
+    content = f"{fingerprint.saved_model_checksum}:{fingerprint.checkpoint_hash}"
+    fingerprint.uuid = str(int.from_bytes(hashlib.sha256(content.encode()).digest()[:16], "big"))
+    with open(path, "wb") as f:
+        f.write(fingerprint.SerializeToString())
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ classes (class k is most likely where feature k is largest, among the first thre
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 
@@ -36,6 +37,21 @@ def build(export_dir: str) -> None:
     y = np.argmax(x[:, :3], axis=1)
     model.fit(x, y, epochs=10, batch_size=32, verbose=0, shuffle=False)
     model.export(export_dir, format="tf_saved_model", verbose=False)
+    pin_fingerprint_uuid(export_dir)
+
+
+def pin_fingerprint_uuid(export_dir: str) -> None:
+    """Derives fingerprint.pb's uuid (random per export) from the content hashes beside it, so
+    rebuilding from unchanged sources gives byte-identical files."""
+    from tensorflow.core.protobuf import fingerprint_pb2
+
+    path = os.path.join(export_dir, "fingerprint.pb")
+    with open(path, "rb") as f:
+        fingerprint = fingerprint_pb2.FingerprintDef.FromString(f.read())
+    content = f"{fingerprint.saved_model_checksum}:{fingerprint.checkpoint_hash}"
+    fingerprint.uuid = str(int.from_bytes(hashlib.sha256(content.encode()).digest()[:16], "big"))
+    with open(path, "wb") as f:
+        f.write(fingerprint.SerializeToString())
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""Array kernels: shapes, reshaping, joining and splitting, slicing, gathering, padding, selection.
+"""Array kernels: shapes, reshaping, filling, joining and splitting, permuting, selection, padding.
 
-Index-valued inputs are validated as TF's CPU kernels do (out-of-range gather indices are errors,
-never wrapped); StridedSlice lives in ``strided_slice.py``'s neighbour ``_strided_slice`` below.
+Slicing, gathering and scattering (the index-valued half of TF's array ops) live in
+``indexing_ops.py``. Errors carry TF's texts where a client could see them.
 """
 
 from __future__ import annotations
@@ -62,21 +62,24 @@ def reshape(tensor, shape):
     for i, d in enumerate(dims):
         if d < -1:
             raise invalid(f"Size {i} must be non-negative, not {d}")
-    known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+    # As TF's ReshapeOp: zero-sized dims are left out of both products so that -1 still infers.
+    product = int(np.prod([d for d in dims if d > 0], dtype=np.int64))
     if unknown:
-        if known == 0 or tensor.size % known:
-            if known == 0 and tensor.size == 0:
-                dims[unknown[0]] = 0
-            else:
-                raise invalid(
-                    f"Input to reshape is a tensor with {tensor.size} values, but the requested shape "
-                    f"requires a multiple of {known}"
-                )
-        else:
-            dims[unknown[0]] = tensor.size // known
-    elif known != tensor.size:
+        has_zero = 0 in dims
+        counted = [d for d in tensor.shape if d > 0 or not has_zero]
+        input_has_zero = len(counted) != tensor.ndim
+        elements = int(np.prod(counted, dtype=np.int64))
+        missing = elements // product if product else 0
+        if not input_has_zero and elements != product * missing:
+            raise invalid(
+                f"Input to reshape is a tensor with {tensor.size} values, but the requested shape "
+                f"requires a multiple of {product}"
+            )
+        dims[unknown[0]] = missing
+    requested = int(np.prod(dims, dtype=np.int64))
+    if requested != tensor.size:
         raise invalid(
-            f"Input to reshape is a tensor with {tensor.size} values, but the requested shape has {known}"
+            f"Input to reshape is a tensor with {tensor.size} values, but the requested shape has {requested}"
         )
     return tensor.reshape(dims)
 
@@ -278,28 +281,7 @@ def split_v(value, size_splits, axis, *, num_split):
     return tuple(np.split(value, np.cumsum(sizes)[:-1], axis=a))
 
 
-# --------------------------------------------------------------------------- slicing
-
-
-@kernel("Slice", const_inputs=(1, 2))
-def slice_(input, begin, size):  # noqa: A002
-    begin, sizes = _ints(begin), _ints(size)
-    if len(begin) != input.ndim or len(sizes) != input.ndim:
-        raise invalid(
-            f"Expected begin and size arguments to be 1-D tensors of size {input.ndim}, but got shapes "
-            f"{shape_str([len(begin)])} and {shape_str([len(sizes)])} instead."
-        )
-    index = []
-    for d, (b, s) in enumerate(zip(begin, sizes)):
-        s = input.shape[d] - b if s == -1 else s
-        if not (0 <= b <= input.shape[d] and 0 <= s and b + s <= input.shape[d]):
-            raise invalid(
-                f"Expected size[{d}] in [0, {input.shape[d] - b}], but got {s}"
-                if 0 <= b <= input.shape[d]
-                else f"Expected begin[{d}] in [0, {input.shape[d]}], but got {b}"
-            )
-        index.append(slice(b, b + s))
-    return np.array(input[tuple(index)])
+# --------------------------------------------------------------------------- permuting
 
 
 @kernel("Tile", const_inputs=(1,))
@@ -425,122 +407,9 @@ def select_v2(condition, t, e):
 
 @kernel("Where")
 def where(input):  # noqa: A002
+    if input.ndim == 0:
+        raise invalid("WhereOp : Unhandled input dimensions: 0")
     return np.argwhere(input != 0 if input.dtype != np.bool_ else input).astype(np.int64)
-
-
-# --------------------------------------------------------------------------- gathering
-
-
-def _check_indices(indices, limit):
-    bad = (indices < 0) | (indices >= limit)
-    if np.any(bad):
-        pos = np.unravel_index(int(np.flatnonzero(bad.reshape(-1))[0]), indices.shape)
-        where = ",".join(str(int(p)) for p in pos)
-        raise invalid(f"indices[{where}] = {int(indices[pos])} is not in [0, {limit})")
-
-
-@kernel("GatherV2", const_inputs=(2,))
-def gather_v2(params, indices, axis, *, batch_dims=0):
-    indices = np.asarray(indices)
-    a = int(np.asarray(axis))
-    if not -params.ndim <= a < params.ndim:
-        raise invalid(f"Expected axis in the range [{-params.ndim}, {params.ndim}), but got {a}")
-    a %= params.ndim
-    if batch_dims < 0:
-        batch_dims += indices.ndim
-    if batch_dims > a:
-        raise invalid(f"batch_dims ({batch_dims}) must be less than or equal to axis ({a}).")
-    if params.shape[:batch_dims] != indices.shape[:batch_dims]:
-        raise invalid(
-            f"params.shape[{batch_dims - 1}]: {params.shape[batch_dims - 1]} should be equal to "
-            f"indices.shape[{batch_dims - 1}]: {indices.shape[batch_dims - 1]}"
-        )
-    _check_indices(indices, params.shape[a])
-    if batch_dims == 0:
-        return np.take(params, indices.astype(np.int64), axis=a)
-    batch = params.shape[:batch_dims]
-    nb = int(np.prod(batch, dtype=np.int64))
-    outer = params.shape[batch_dims:a]
-    inner = params.shape[a + 1 :]
-    p = params.reshape((nb, int(np.prod(outer, dtype=np.int64)), params.shape[a], -1))
-    idx = indices.reshape((nb, -1)).astype(np.int64)
-    taken = p[np.arange(nb)[:, None], :, idx]  # (nb, I, outer, inner)
-    taken = np.moveaxis(taken, 1, 2)
-    return taken.reshape(batch + outer + indices.shape[batch_dims:] + inner)
-
-
-@kernel("Gather")
-def gather(params, indices, *, validate_indices=True):
-    return gather_v2(params, indices, 0)
-
-
-def _gather_nd_flat(params, indices, what):
-    depth = indices.shape[-1]
-    if depth > params.ndim:
-        raise invalid(
-            f"index innermost dimension length must be <= params rank; saw: {depth} vs. {params.ndim}"
-        )
-    flat = indices.reshape(-1, depth).astype(np.int64)
-    limits = np.asarray(params.shape[:depth], np.int64)
-    bad = np.any((flat < 0) | (flat >= limits), axis=1)
-    if np.any(bad):
-        i = int(np.flatnonzero(bad)[0])
-        pos = (
-            ",".join(str(int(p)) for p in np.unravel_index(i, indices.shape[:-1])) if indices.ndim > 1 else ""
-        )
-        raise invalid(
-            f"indices[{pos}] = {shape_str(flat[i])} does not index into {what} {shape_str(params.shape)}"
-        )
-    return flat, depth
-
-
-@kernel("GatherNd")
-def gather_nd(params, indices, *, bad_indices_policy=""):
-    indices = np.asarray(indices)
-    flat, depth = _gather_nd_flat(params, indices, "param shape")
-    taken = params[tuple(flat.T)] if depth else np.broadcast_to(params, (flat.shape[0],) + params.shape)
-    return np.array(taken.reshape(indices.shape[:-1] + params.shape[depth:]))
-
-
-def _scatter_nd(target, indices, updates, mode, what):
-    indices = np.asarray(indices)
-    if indices.ndim == 0:
-        raise invalid("Indices must be at least 1-D")
-    flat, depth = _gather_nd_flat(target, indices, what)
-    expected = indices.shape[:-1] + target.shape[depth:]
-    if updates.shape != expected:
-        raise invalid(
-            f"Dimensions [0,{indices.ndim - 1}) of indices[shape={shape_str(indices.shape)}] = "
-            f"{shape_str(indices.shape[:-1])} must match dimensions [0,{indices.ndim - 1}) of "
-            f"updates[shape={shape_str(updates.shape)}]"
-        )
-    rows = updates.reshape((flat.shape[0],) + target.shape[depth:])
-    key = tuple(flat.T)
-    with np.errstate(all="ignore"):
-        if mode == "update":
-            target[key] = rows
-        else:
-            {"add": np.add, "sub": np.subtract, "max": np.maximum, "min": np.minimum}[mode].at(
-                target, key, rows
-            )
-    return target
-
-
-@kernel("ScatterNd", const_inputs=(2,))
-def scatter_nd(indices, updates, shape, *, bad_indices_policy=""):
-    target = np.zeros(_ints(shape), updates.dtype)
-    return _scatter_nd(target, indices, updates, "add", "output shape")
-
-
-def _tensor_scatter(mode):
-    def compute(tensor, indices, updates, *, bad_indices_policy=""):
-        return _scatter_nd(np.array(tensor, copy=True), indices, updates, mode, "input")
-
-    return compute
-
-
-for _mode in ("Update", "Add", "Sub", "Max", "Min"):
-    kernel(f"TensorScatter{_mode}")(_tensor_scatter(_mode.lower()))
 
 
 # --------------------------------------------------------------------------- padding
@@ -560,12 +429,18 @@ def _paddings(paddings, ndim):
 
 @kernel("Pad", const_inputs=(1,))
 def pad(input, paddings):  # noqa: A002
+    if input.ndim == 0:
+        _paddings(paddings, 0)
+        return input.copy()
     fill_value = b"" if input.dtype == object else 0
     return np.pad(input, _paddings(paddings, input.ndim), constant_values=fill_value)
 
 
 @kernel("PadV2", const_inputs=(1,))
 def pad_v2(input, paddings, constant_values):  # noqa: A002
+    if input.ndim == 0:
+        _paddings(paddings, 0)
+        return input.copy()
     return np.pad(input, _paddings(paddings, input.ndim), constant_values=constant_values.item())
 
 
@@ -699,95 +574,182 @@ def _bound(sorted_inputs, values, out_type, side):
     return out(result, dtypes.as_numpy_dtype(out_type))
 
 
-# --------------------------------------------------------------------------- StridedSlice
+# --------------------------------------------------------------------------- space/batch and layout
 
 
-def _strided_index(
-    shape, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask
-):
-    """TF's ValidateStridedSliceOp as a numpy index tuple (ints for shrunk dims, None for new axes)."""
-    begin, end, strides = _ints(begin), _ints(end), _ints(strides)
-    if not len(begin) == len(end) == len(strides):
-        raise invalid(
-            "Expected begin, end, and strides to be 1D equal size tensors, but got shapes "
-            f"{shape_str([len(begin)])}, {shape_str([len(end)])}, and {shape_str([len(strides)])} instead."
-        )
-    if ellipsis_mask & (ellipsis_mask - 1):
-        raise invalid("Multiple ellipses in slice spec not allowed")
-    n = len(begin)
-    if not ellipsis_mask:  # an implicit ellipsis at the end
-        ellipsis_mask = 1 << n
-        begin, end, strides = begin + [0], end + [0], strides + [1]
-        n += 1
-    ellipsis_at = ellipsis_mask.bit_length() - 1
-    new_after = sum(1 for i in range(ellipsis_at + 1, n) if new_axis_mask >> i & 1)
-    ndim = len(shape)
-    index: list = []
-    full = 0
-    for i in range(n):
-        bit = 1 << i
-        if ellipsis_mask & bit:
-            stop = min(ndim - (n - i) + 1 + new_after, ndim)
-            while full < stop:
-                index.append(slice(None))
-                full += 1
-        elif new_axis_mask & bit:
-            index.append(None)
-        else:
-            if full >= ndim:
-                raise invalid(f"Index out of range using input dim {full}; input has only {ndim} dims")
-            index.append(
-                _strided_dim(
-                    shape[full],
-                    full,
-                    begin[i],
-                    end[i],
-                    strides[i],
-                    begin_mask & bit,
-                    end_mask & bit,
-                    shrink_axis_mask & bit,
-                )
-            )
-            full += 1
-    return tuple(index)
-
-
-def _strided_dim(dim, i, b, e, s, b_masked, e_masked, shrink):
-    if s == 0:
-        raise invalid(f"strides[{i}] must be non-zero")
-    if shrink:
-        fwd = dim + b if b < 0 else b
-        if not 0 <= fwd < dim:
-            raise invalid(f"slice index {fwd} of dimension {i} out of bounds.")
-        return fwd
-    low, high = (0, dim) if s > 0 else (-1, dim - 1)
-
-    def canonical(x, masked, is_end):
-        if masked:
-            return (high if is_end else low) if s > 0 else (low if is_end else high)
-        fwd = dim + x if x < 0 else x
-        return min(max(fwd, low), high)
-
-    b, e = canonical(b, b_masked, False), canonical(e, e_masked, True)
-    if b < 0:  # negative stride starting before element 0: empty
-        return slice(0, 0)
-    return slice(b, None if e < 0 else e, s)
-
-
-@kernel("StridedSlice", const_inputs=(1, 2, 3))
-def strided_slice(
-    input,  # noqa: A002
-    begin,
-    end,
-    strides,
-    *,
-    begin_mask=0,
-    end_mask=0,
-    ellipsis_mask=0,
-    new_axis_mask=0,
-    shrink_axis_mask=0,
-):
-    index = _strided_index(
-        input.shape, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask
+def _block_args(input, block_shape, pads, what):  # noqa: A002
+    block = _ints(block_shape)
+    m = len(block)
+    pairs = (
+        np.asarray(pads).astype(np.int64).reshape(-1, 2)
+        if np.asarray(pads).size
+        else np.zeros((0, 2), np.int64)
     )
-    return np.array(input[index])
+    if pairs.shape[0] != m:
+        raise invalid(f"{what} should have shape [{m}, 2] instead of {shape_str(np.asarray(pads).shape)}")
+    if input.ndim < m + 1:
+        raise invalid(f"input rank should be >= {m + 1} instead of {input.ndim}")
+    if any(b < 1 for b in block):
+        raise invalid(
+            f"All values in block_shape must be positive, got value, {min(block)} at index {block.index(min(block))}."
+        )
+    if np.any(pairs < 0):
+        raise invalid(f"All values in {what} must be non-negative")
+    return block, pairs.tolist()
+
+
+@kernel("SpaceToBatchND", const_inputs=(1, 2))
+def space_to_batch_nd(input, block_shape, paddings):  # noqa: A002
+    block, pads = _block_args(input, block_shape, paddings, "paddings")
+    m = len(block)
+    padded = np.pad(input, [(0, 0), *pads] + [(0, 0)] * (input.ndim - 1 - m))
+    batch, rest = padded.shape[0], padded.shape[1 + m :]
+    split = [batch]
+    for i, b in enumerate(block):
+        size = padded.shape[1 + i]
+        if size % b:
+            raise invalid(f"padded_shape[{i}]={size} is not divisible by block_shape[{i}]={b}")
+        split += [size // b, b]
+    x = padded.reshape(split + list(rest))
+    perm = (
+        [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)] + list(range(1 + 2 * m, x.ndim))
+    )
+    x = np.transpose(x, perm)
+    return np.ascontiguousarray(
+        x.reshape([batch * int(np.prod(block))] + [split[1 + 2 * i] for i in range(m)] + list(rest))
+    )
+
+
+@kernel("BatchToSpaceND", const_inputs=(1, 2))
+def batch_to_space_nd(input, block_shape, crops):  # noqa: A002
+    block, cuts = _block_args(input, block_shape, crops, "crops")
+    m = len(block)
+    prod = int(np.prod(block))
+    if input.shape[0] % prod:
+        raise invalid(
+            f"Input batch dimension ({input.shape[0]}) is not divisible by product of block sizes ({prod})"
+        )
+    batch = input.shape[0] // prod
+    spatial, rest = list(input.shape[1 : 1 + m]), list(input.shape[1 + m :])
+    x = input.reshape(block + [batch] + spatial + rest)
+    perm = [m]
+    for i in range(m):
+        perm += [m + 1 + i, i]
+    perm += list(range(2 * m + 1, x.ndim))
+    x = np.transpose(x, perm).reshape([batch] + [s * b for s, b in zip(spatial, block)] + rest)
+    index = [slice(None)]
+    for i, (lo, hi) in enumerate(cuts):
+        size = spatial[i] * block[i]
+        if lo + hi > size:
+            raise invalid(f"crops must be non-negative and not exceed the input shape: {lo} + {hi} > {size}")
+        index.append(slice(lo, size - hi))
+    return np.ascontiguousarray(x[tuple(index)])
+
+
+@kernel("SpaceToBatch", const_inputs=(1,))
+def space_to_batch(input, paddings, *, block_size):  # noqa: A002
+    return space_to_batch_nd(input, np.asarray([block_size, block_size]), paddings)
+
+
+@kernel("BatchToSpace", const_inputs=(1,))
+def batch_to_space(input, crops, *, block_size):  # noqa: A002
+    return batch_to_space_nd(input, np.asarray([block_size, block_size]), crops)
+
+
+def _format_positions(src_format: str, dst_format: str, size: int) -> list[int]:
+    if size == len(src_format) - 2:  # spatial dims only
+        src_format = "".join(c for c in src_format if c not in "NC")
+        dst_format = "".join(c for c in dst_format if c not in "NC")
+    return [src_format.index(c) for c in dst_format]
+
+
+@kernel("DataFormatVecPermute")
+def data_format_vec_permute(x, *, src_format="NHWC", dst_format="NCHW"):
+    if x.shape[0] not in (len(src_format), len(src_format) - 2):
+        raise invalid(
+            f"First dimension of 1D input must be of size {len(src_format)} or {len(src_format) - 2}, "
+            f"but got shape {shape_str(x.shape)}"
+        )
+    return np.ascontiguousarray(x[_format_positions(src_format, dst_format, x.shape[0])])
+
+
+@kernel("DataFormatDimMap")
+def data_format_dim_map(x, *, src_format="NHWC", dst_format="NCHW"):
+    n = len(src_format)
+    mapping = np.asarray([dst_format.index(c) for c in src_format], x.dtype)
+    return out(mapping[np.mod(x, n)], x.dtype)
+
+
+@kernel("ConcatOffset")
+def concat_offset(concat_dim, shape):
+    axis = int(np.asarray(concat_dim))
+    first = np.asarray(shape[0])
+    rank = first.size
+    if not -rank <= axis < rank:
+        raise invalid(f"Concat dim is out of range: {axis} vs. {rank}")
+    axis %= rank
+    offsets, running = [], 0
+    for i, s in enumerate(shape):
+        s = np.asarray(s)
+        if s.size != rank:
+            raise invalid(f"input {i} should contain {rank} elements, but got {s.size}")
+        offset = np.zeros(rank, s.dtype)
+        offset[axis] = running
+        offsets.append(offset)
+        running += int(s[axis])
+    return tuple(offsets)
+
+
+@kernel("Diag")
+def diag(diagonal):
+    n = diagonal.size
+    result = np.zeros((n, n), diagonal.dtype)
+    result[np.arange(n), np.arange(n)] = diagonal.reshape(-1)
+    return result.reshape(diagonal.shape * 2)
+
+
+@kernel("DiagPart")
+def diag_part(input):  # noqa: A002
+    half = input.ndim // 2
+    if input.ndim % 2 or input.shape[:half] != input.shape[half:]:
+        raise invalid(
+            f"Invalid shape {shape_str(input.shape)}: dimensions must be of the form [D1,...,Dk, D1,...,Dk]"
+        )
+    n = int(np.prod(input.shape[:half], dtype=np.int64))
+    return np.ascontiguousarray(input.reshape(n, n)[np.arange(n), np.arange(n)].reshape(input.shape[:half]))
+
+
+@kernel("Empty", const_inputs=(0,))
+def empty(shape, *, dtype, init=False):
+    return np.zeros(_ints(shape), dtypes.as_numpy_dtype(dtype))
+
+
+@kernel("Bitcast")
+def bitcast(input, *, type):  # noqa: A002
+    dst = dtypes.as_numpy_dtype(type)
+    src = input.dtype
+    if src.itemsize == dst.itemsize:
+        return np.ascontiguousarray(input).view(dst)
+    if src.itemsize > dst.itemsize:
+        return np.ascontiguousarray(input).view(dst).reshape(input.shape + (src.itemsize // dst.itemsize,))
+    ratio = dst.itemsize // src.itemsize
+    if input.ndim == 0 or input.shape[-1] != ratio:
+        raise invalid(f"Cannot bitcast from {src} to {dst}: shape {shape_str(input.shape)}")
+    return np.ascontiguousarray(input).view(dst).reshape(input.shape[:-1])
+
+
+@kernel("Roll", const_inputs=(1, 2))
+def roll(input, shift, axis):  # noqa: A002
+    shifts, axes = _ints(shift), _ints(axis)
+    if len(shifts) != len(axes):
+        raise invalid(f"shift and axis must have the same size, got {len(shifts)} and {len(axes)}")
+    for a in axes:
+        if not -input.ndim <= a < input.ndim:
+            raise invalid(f"axis {a} is out of range")
+    return np.roll(input, shifts, axes) if axes else input.copy()
+
+
+@kernel("ListDiff", "SetDiff1d")
+def list_diff(x, y, *, out_idx=dtypes.DT_INT32):
+    keep = ~np.isin(x, y)
+    return x[keep], out(np.flatnonzero(keep), dtypes.as_numpy_dtype(out_idx))

@@ -110,3 +110,19 @@ def string_join(inputs, *, separator=b""):
 
 def _as_bytes(value) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode("utf-8")
+
+
+@kernel("ReadFile", stateful=True)
+def read_file(filename):
+    """The bytes of a file: how TF1 init ops read assets (their paths are fed from ``assets/``)."""
+    path = _text(filename)
+    try:
+        with open(path, "rb") as f:
+            return np.array(f.read(), dtype=object)
+    except FileNotFoundError:
+        raise errors.NotFoundError(None, None, f"{path}; No such file or directory") from None
+    except OSError as e:
+        raise errors.UnknownError(None, None, f"{path}; {e.strerror or e}") from None
+
+
+kernel("WriteFile", stateful=True)(_unimplemented("WriteFile", "this runtime never writes files"))

@@ -132,6 +132,14 @@ def _matrix_diag(diagonal, k, num_rows, num_cols, padding_value, align):
         rows = min_rows
     elif cols == -1:
         cols = min_cols
+    if rows < min_rows:
+        raise invalid("The number of rows is too small.")
+    if cols < min_cols:
+        raise invalid("The number of columns is too small.")
+    if rows != min_rows and cols != min_cols:
+        raise invalid(
+            "The number of rows or columns is not consistent with the specified d_lower, d_upper, and diagonal."
+        )
     result = np.full(diag.shape[:-2] + (rows, cols), padding_value, diagonal.dtype)
     for idx, d in enumerate(range(hi, lo - 1, -1)):
         r, c, t = _diag_coords(d, rows, cols)
@@ -251,3 +259,20 @@ def matrix_triangular_solve(matrix, rhs, *, lower=True, adjoint=False):
     if adjoint:
         m = np.conj(np.swapaxes(m, -1, -2))
     return out(np.linalg.solve(m, rhs), rhs.dtype)
+
+
+@kernel("LogMatrixDeterminant")
+def log_matrix_determinant(input):  # noqa: A002
+    _square(input, "LogMatrixDeterminant")
+    sign, logdet = np.linalg.slogdet(input)
+    return out(sign, input.dtype), out(logdet, input.dtype)
+
+
+@kernel("MatrixSolve")
+def matrix_solve(matrix, rhs, *, adjoint=False):
+    _square(matrix, "MatrixSolve")
+    m = np.conj(np.swapaxes(matrix, -1, -2)) if adjoint else matrix
+    try:
+        return out(np.linalg.solve(m, rhs), rhs.dtype)
+    except np.linalg.LinAlgError:
+        raise invalid("Input matrix is not invertible.") from None

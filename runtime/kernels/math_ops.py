@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from runtime import dtypes
-from runtime.errors import InvalidArgumentError, UnimplementedError
+from runtime.errors import InternalError, InvalidArgumentError, UnimplementedError
 from runtime.kernels.registry import kernel
 
 
@@ -283,8 +283,14 @@ def logical_not(x):
 # --------------------------------------------------------------------------- binary
 
 
-def _check_int_divisor(y):
+def _check_int_divisor(y, internal=False):
     if _is_int(y.dtype) and np.any(y == 0):
+        if internal:  # TF's TruncateDiv/TruncateMod functors lack the error flag the others have
+            raise InternalError(
+                None,
+                None,
+                "Unexpected error in binary operator (only integer div and mod should have errors)",
+            )
         raise invalid("Integer division by zero")
 
 
@@ -348,8 +354,8 @@ _BINARY = {
     "DivNoNan": (_div_no_nan, False, True),
     "FloorDiv": (_floor_div, True, False),
     "FloorMod": (_floor_mod, True, False),
-    "TruncateDiv": (_trunc_div, True, False),
-    "TruncateMod": (np.fmod, True, False),
+    "TruncateDiv": (_trunc_div, "internal", False),
+    "TruncateMod": (np.fmod, "internal", False),
     "Mod": (np.fmod, True, False),
     "Pow": (_pow, False, True),
     "Maximum": (np.maximum, False, False),
@@ -372,7 +378,7 @@ def _binary(fn, int_divisor: bool, via_float32: bool):
         x, y = np.asarray(x), np.asarray(y)
         broadcast(x, y)
         if int_divisor:
-            _check_int_divisor(y)
+            _check_int_divisor(y, internal=int_divisor == "internal")
         with np.errstate(all="ignore"):
             if via_float32 and _low_precision(x.dtype):
                 return out(fn(x.astype(np.float32), y.astype(np.float32)), x.dtype)
@@ -389,11 +395,11 @@ for _op, (_fn, _int_div, _via32) in _BINARY.items():
 def add_n(inputs):
     total = np.array(inputs[0], copy=True)
     with np.errstate(all="ignore"):
-        for value in inputs[1:]:
+        for i, value in enumerate(inputs[1:], 1):
             if value.shape != total.shape:
                 raise invalid(
                     f"Inputs to operation AddN must have the same size and shape.  Input 0: "
-                    f"{shape_str(total.shape)} != input {inputs.index(value)}: {shape_str(value.shape)}"
+                    f"{shape_str(total.shape)} != input {i}: {shape_str(value.shape)}"
                 )
             total = total + value
     return out(total, inputs[0].dtype)
@@ -497,3 +503,67 @@ def _float_to_int(x: np.ndarray, dst: np.dtype) -> np.ndarray:
     result = clipped.astype(dst)
     result = np.where(wide >= float(info.max), info.max, result)
     return out(result, dst)
+
+
+# --------------------------------------------------------------------------- complex, bits, misc
+
+
+@kernel("Complex")
+def complex_(real, imag, *, Tout=dtypes.DT_COMPLEX64):
+    broadcast(real, imag)
+    return out(real + 1j * imag, dtypes.as_numpy_dtype(Tout))
+
+
+@kernel("Angle")
+def angle(input, *, Tout=dtypes.DT_FLOAT):  # noqa: A002
+    return out(np.angle(input), dtypes.as_numpy_dtype(Tout))
+
+
+@kernel("PopulationCount")
+def population_count(x):
+    return out(np.bitwise_count(x), np.uint8)
+
+
+@kernel("Cross")
+def cross(a, b):
+    if a.shape != b.shape:
+        raise invalid(f"a and b must be the same shape: {shape_str(a.shape)} vs {shape_str(b.shape)}")
+    if a.ndim == 0 or a.shape[-1] != 3:
+        raise invalid(f"Last dimension of a must have size 3: {shape_str(a.shape)}")
+    return out(np.cross(a, b), a.dtype)
+
+
+# --------------------------------------------------------------------------- gradients
+# Keras exports carry these in gradient functions; a few inference graphs (TF1 exports of training
+# graphs) reach them too.
+
+
+def _grad(fn):
+    def compute(a, b):
+        with np.errstate(all="ignore"):
+            return out(fn(a.astype(np.float32) if _low_precision(a.dtype) else a, b), a.dtype)
+
+    return compute
+
+
+for _op, _fn in {
+    "SigmoidGrad": lambda y, dy: dy * y * (1 - y),
+    "TanhGrad": lambda y, dy: dy * (1 - y * y),
+    "RsqrtGrad": lambda y, dy: dy * (-0.5 * y * y * y),
+    "SqrtGrad": lambda y, dy: dy * 0.5 / y,
+    "ReciprocalGrad": lambda y, dy: -dy * y * y,
+    "InvGrad": lambda y, dy: -dy * y * y,
+    "ReluGrad": lambda g, f: np.where(f > 0, g, 0),
+    "Relu6Grad": lambda g, f: np.where((f > 0) & (f < 6), g, 0),
+    "EluGrad": lambda g, o: np.where(o < 0, g * (o + 1), g),
+    "SoftplusGrad": lambda g, f: g / (1 + np.exp(-f)),
+    "SoftsignGrad": lambda g, f: g / np.square(1 + np.abs(f)),
+}.items():
+    kernel(_op)(_grad(_fn))
+
+
+@kernel("LeakyReluGrad")
+def leaky_relu_grad(gradients, features, *, alpha=0.2):
+    return out(
+        np.where(features > 0, gradients, gradients * np.asarray(alpha, gradients.dtype)), gradients.dtype
+    )

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from runtime import dtypes
-from runtime.kernels.math_ops import _low_precision, invalid, out, shape_str
+from runtime.errors import UnimplementedError
+from runtime.kernels.math_ops import _low_precision, broadcast, invalid, out, shape_str
 from runtime.kernels.registry import kernel
 
 # --------------------------------------------------------------------------- activations
@@ -331,14 +332,10 @@ def _pool(value, ksize, strides, padding, data_format, n_spatial, kind, explicit
     xl = _channels_last(value, data_format)
     kb, kc, k_s = _spatial(ksize, data_format, n_spatial, "ksize")
     sb, sc, s_s = _spatial(strides, data_format, n_spatial, "stride")
-    if kb != 1 or sb != 1 or kc != 1 or sc != 1:
-        raise (
-            invalid("Pooling is not yet supported on the batch dimension.")
-            if kb != 1 or sb != 1
-            else invalid(
-                "MaxPooling supports exactly one of pooling across depth or pooling across width/height."
-            )
-        )
+    if kb != 1 or sb != 1:
+        raise UnimplementedError(None, None, "Pooling is not yet supported on the batch dimension.")
+    if kc != 1 or sc != 1:
+        raise UnimplementedError(None, None, "Pooling across depth is not supported on this kernel.")
     pads, outs = _pads(
         xl.shape[1:-1],
         k_s,
@@ -354,7 +351,7 @@ def _pool(value, ksize, strides, padding, data_format, n_spatial, kind, explicit
         )
         win = _windows(_pad_spatial(xl, pads, fill), k_s, s_s, [1] * n_spatial, outs)
         result = (
-            np.max(win, axis=axes)
+            np.fmax.reduce(win, axis=axes)  # TF's max pooling skips NaN (a < b ? b : a)
             if win.size
             else np.zeros(win.shape[: n_spatial + 1] + win.shape[-1:], value.dtype)
         )
@@ -395,10 +392,30 @@ def avg_pool3d(input, *, ksize, strides, padding, data_format="NDHWC"):  # noqa:
 # --------------------------------------------------------------------------- normalisation
 
 
+def _check_batch_norm(x, scale, offset, mean, variance, is_training, channel):
+    if x.ndim not in (4, 5):
+        raise invalid(f"input must be 4 or 5-dimensional{shape_str(x.shape)}")
+    for name, value in (("scale", scale), ("offset", offset), ("mean", mean), ("variance", variance)):
+        if value.ndim != 1:
+            raise invalid(f"{name} must be 1-dimensional{shape_str(value.shape)}")
+    depth = x.shape[channel]
+    checked = (("scale", scale), ("offset", offset))
+    if not is_training:
+        checked += (("mean", mean), ("variance", variance))
+    for name, value in checked:
+        if value.shape[0] != depth:
+            prefix = "When is_training=false, " if name in ("mean", "variance") else ""
+            raise invalid(
+                f"{prefix}{name} must have the same number of elements as the channels of x, got "
+                f"{value.shape[0]} and {depth}"
+            )
+
+
 def _fused_batch_norm(
     x, scale, offset, mean, variance, epsilon, exponential_avg_factor, data_format, is_training
 ):
     channel = 1 if data_format.startswith("NC") else x.ndim - 1
+    _check_batch_norm(x, scale, offset, mean, variance, is_training, channel)
     shape = [1] * x.ndim
     shape[channel] = -1
     xf = x.astype(np.float32) if _low_precision(x.dtype) else x
@@ -504,3 +521,129 @@ def top_k_v2(input, k, *, sorted=True, index_type=dtypes.DT_INT32):  # noqa: A00
 @kernel("TopK")
 def top_k(input, *, k, sorted=True):  # noqa: A002
     return top_k_v2(input, np.asarray(k), sorted=sorted)
+
+
+@kernel("NthElement", const_inputs=(1,))
+def nth_element(input, n, *, reverse=False):  # noqa: A002
+    k = int(np.asarray(n))
+    if input.ndim < 1:
+        raise invalid(f"Input must be >= 1-D, got shape {shape_str(input.shape)}")
+    if not 0 <= k < input.shape[-1]:
+        raise invalid(f"Input must have at least n+1 columns. Had {input.shape[-1]}, needed {k + 1}")
+    ordered = np.sort(input, axis=-1)
+    return np.ascontiguousarray(ordered[..., -1 - k] if reverse else ordered[..., k])
+
+
+@kernel("InTopKV2", const_inputs=(2,))
+def in_top_k_v2(predictions, targets, k):
+    kk = int(np.asarray(k))
+    if predictions.ndim != 2:
+        raise invalid(f"predictions must be 2-dimensional{shape_str(predictions.shape)}")
+    if targets.shape != (predictions.shape[0],):
+        raise invalid(
+            f"First dimension of predictions {predictions.shape[0]} must match length of targets {targets.size}"
+        )
+    n = predictions.shape[1]
+    valid = (targets >= 0) & (targets < n)
+    rows = np.arange(predictions.shape[0])
+    target = predictions[rows, np.where(valid, targets, 0)]
+    finite = np.isfinite(target)
+    better = np.sum(predictions > target[:, None], axis=1)
+    return out(valid & finite & (better < kk), np.bool_)
+
+
+@kernel("InTopK")
+def in_top_k(predictions, targets, *, k):
+    return in_top_k_v2(predictions, targets, np.asarray(k))
+
+
+@kernel("BiasAddGrad")
+def bias_add_grad(out_backprop, *, data_format="NHWC"):
+    channel = 1 if data_format.startswith("NC") and out_backprop.ndim > 2 else out_backprop.ndim - 1
+    axes = tuple(a for a in range(out_backprop.ndim) if a != channel)
+    acc = _accumulate_dtype(out_backprop.dtype)
+    return out(np.sum(out_backprop.astype(acc), axis=axes), out_backprop.dtype)
+
+
+def _xent(logits, labels_prob):
+    x = _float32_for(logits)
+    shifted = x - np.max(x, axis=-1, keepdims=True)
+    log_sum = np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+    log_prob = shifted - log_sum
+    with np.errstate(all="ignore"):
+        loss = -np.sum(np.where(labels_prob == 0, 0, labels_prob * log_prob), axis=-1)
+    backprop = np.exp(log_prob) - labels_prob
+    return out(loss, logits.dtype), out(backprop, logits.dtype)
+
+
+@kernel("SoftmaxCrossEntropyWithLogits")
+def softmax_cross_entropy_with_logits(features, labels):
+    shape = broadcast(features, labels)
+    if len(shape) != 2:
+        raise invalid("logits and labels must be either 2-dimensional, or broadcasted to be 2-dimensional")
+    return _xent(
+        np.broadcast_to(features, shape), np.broadcast_to(labels, shape).astype(_float32_for(features).dtype)
+    )
+
+
+@kernel("SparseSoftmaxCrossEntropyWithLogits")
+def sparse_softmax_cross_entropy_with_logits(features, labels):
+    if features.ndim != 2 or labels.shape != features.shape[:1]:
+        raise invalid(
+            f"logits and labels must have the same first dimension, got logits shape "
+            f"{shape_str(features.shape)} and labels shape {shape_str(labels.shape)}"
+        )
+    n = features.shape[1]
+    bad = (labels < 0) | (labels >= n)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        raise invalid(
+            f"Received a label value of {int(labels[i])} which is outside the valid range of [0, {n}).  Label values: {' '.join(str(int(v)) for v in labels)}"
+        )
+    probs = np.zeros(features.shape, _float32_for(features).dtype)
+    probs[np.arange(features.shape[0]), labels.astype(np.int64)] = 1
+    return _xent(features, probs)
+
+
+@kernel("BatchNormWithGlobalNormalization")
+def batch_norm_with_global_normalization(
+    t, m, v, beta, gamma, *, variance_epsilon, scale_after_normalization
+):
+    x = _float32_for(t)
+    inv = 1 / np.sqrt(v + np.asarray(variance_epsilon, v.dtype))
+    if scale_after_normalization:
+        inv = inv * gamma
+    return out((x - m) * inv + beta, t.dtype)
+
+
+@kernel("ExtractImagePatches")
+def extract_image_patches(images, *, ksizes, strides, rates, padding):
+    _, _, k_s = _spatial(ksizes, "NHWC", 2, "ksize")
+    _, _, s_s = _spatial(strides, "NHWC", 2, "stride")
+    _, _, r_s = _spatial(rates, "NHWC", 2, "rate")
+    pads, outs = _pads(images.shape[1:3], k_s, s_s, r_s, padding, None)
+    win = _windows(_pad_spatial(images, pads), k_s, s_s, r_s, outs)
+    n, oh, ow = win.shape[:3]
+    return np.ascontiguousarray(win).reshape(n, oh, ow, -1)
+
+
+@kernel("MaxPoolWithArgmax")
+def max_pool_with_argmax(
+    input, *, ksize, strides, padding, Targmax=dtypes.DT_INT64, include_batch_in_index=False
+):  # noqa: A002
+    _, _, k_s = _spatial(ksize, "NHWC", 2, "ksize")
+    _, _, s_s = _spatial(strides, "NHWC", 2, "stride")
+    pads, outs = _pads(input.shape[1:3], k_s, s_s, [1, 1], padding, None)
+    n, h, w, c = input.shape
+    fill = -np.inf if input.dtype.kind == "f" or _low_precision(input.dtype) else np.iinfo(input.dtype).min
+    win = _windows(_pad_spatial(input, pads, fill), k_s, s_s, [1, 1], outs)  # (n, oh, ow, kh, kw, c)
+    flat = np.ascontiguousarray(win).reshape(n, outs[0], outs[1], k_s[0] * k_s[1], c)
+    pick = np.argmax(flat, axis=3)  # first maximum, as TF's scan order
+    values = np.take_along_axis(flat, pick[:, :, :, None, :], axis=3)[:, :, :, 0, :]
+    ky, kx = np.divmod(pick, k_s[1])
+    y = np.arange(outs[0])[None, :, None, None] * s_s[0] - pads[0][0] + ky
+    x = np.arange(outs[1])[None, None, :, None] * s_s[1] - pads[1][0] + kx
+    index = (y * w + x) * c + np.arange(c)
+    if include_batch_in_index:
+        index = index + np.arange(n)[:, None, None, None] * (h * w * c)
+    return out(values, input.dtype), out(index, dtypes.as_numpy_dtype(Targmax))

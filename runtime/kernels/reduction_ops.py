@@ -7,6 +7,7 @@ truncation like TF's ``MeanReducer``; half and bfloat16 accumulate in float32.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from runtime import dtypes
@@ -20,8 +21,11 @@ def reduction_axes(axis, ndim: int) -> tuple[int, ...]:
     for a in np.asarray(axis).reshape(-1).tolist():
         if not -ndim <= a < ndim:
             raise invalid(f"Invalid reduction dimension ({a} for input with {ndim} dimension(s)")
-        axes.append(a % ndim if ndim else a)
-    return tuple(sorted(set(axes)))
+        a = a % ndim if ndim else a
+        if a in axes:
+            raise invalid(f"Invalid reduction arguments: Axes contains duplicate dimension: {a}")
+        axes.append(a)
+    return tuple(sorted(axes))
 
 
 def _lowest(dtype: np.dtype):
@@ -30,6 +34,19 @@ def _lowest(dtype: np.dtype):
     if dtype.kind == "b":
         return False
     return np.iinfo(dtype).min
+
+
+def _finite_lowest(dtype: np.dtype):
+    """Eigen's ``NumTraits::lowest()``: the identity of TF's segment max (finite, unlike -inf)."""
+    if dtype.kind == "f" or dtype == dtypes.as_numpy_dtype(dtypes.DT_BFLOAT16):
+        return np.finfo(dtype).min if dtype.kind == "f" else float(ml_dtypes.finfo(dtype).min)
+    return _lowest(dtype)
+
+
+def _finite_highest(dtype: np.dtype):
+    if dtype.kind == "f" or dtype == dtypes.as_numpy_dtype(dtypes.DT_BFLOAT16):
+        return np.finfo(dtype).max if dtype.kind == "f" else float(ml_dtypes.finfo(dtype).max)
+    return _highest(dtype)
 
 
 def _highest(dtype: np.dtype):
@@ -67,11 +84,14 @@ def _prod(x, axes, keep):
 
 def _mean(x, axes, keep):
     count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    total = _sum(x, axes, keep)
     if x.dtype.kind in "iu":
+        # Summed without overflow (TF's MeanReducer divides a wide sum), then truncated.
+        wide = np.uint64 if x.dtype.kind == "u" else np.int64
+        total = np.sum(x, axis=axes, keepdims=keep, dtype=wide)
         if count == 0:
             return np.zeros_like(total)
-        return _trunc_div(total, np.asarray(count, x.dtype))
+        return _trunc_div(total, np.asarray(count, wide))
+    total = _sum(x, axes, keep)
     return total / count if count else total * np.nan
 
 
@@ -164,8 +184,8 @@ def cumprod(x, axis, *, exclusive=False, reverse=False):
 _SEGMENT = {
     "Sum": (np.add, lambda dt: 0),
     "Prod": (np.multiply, lambda dt: 1),
-    "Max": (np.maximum, _lowest),
-    "Min": (np.minimum, _highest),
+    "Max": (np.maximum, _finite_lowest),
+    "Min": (np.minimum, _finite_highest),
 }
 
 
@@ -212,7 +232,12 @@ def _sorted(kind):
         if ids.size and (np.any(np.diff(ids) < 0) or ids[0] < 0):
             raise invalid("segment ids are not increasing")
         num = int(ids[-1]) + 1 if ids.size else 0
-        return _segment_reduce(data, ids, num, kind, False)
+        result = _segment_reduce(data, ids, num, kind, False)
+        if kind in ("Max", "Min"):  # TF's sorted segment max/min leave empty segments at 0
+            present = np.zeros(num, np.bool_)
+            present[ids.astype(np.int64)] = True
+            result[~present] = 0
+        return result
 
     return compute
 
@@ -253,7 +278,7 @@ def _count(arr, size, weights, binary_output):
         raise invalid("Input arr must be non-negative!")
     weights = np.asarray(weights)
     has_weights = weights.size > 0
-    out_dtype = weights.dtype if has_weights else arr.dtype
+    out_dtype = weights.dtype
     if arr.ndim == 2:
         rows = [
             _count(arr[i], size, weights[i] if has_weights else weights, binary_output)
@@ -287,3 +312,49 @@ def dense_bincount(input, size, weights, *, binary_output=False):  # noqa: A002
 def l2_loss(t):
     acc = _accumulate_dtype(t.dtype)
     return out(np.sum(np.square(t.astype(acc))) / 2, t.dtype)
+
+
+def _segment_v2(kind):
+    def compute(data, segment_ids, num_segments):
+        result = _segment_reduce(data, segment_ids, int(np.asarray(num_segments)), kind, False)
+        if kind in ("Max", "Min"):
+            present = np.zeros(result.shape[0], np.bool_)
+            present[np.asarray(segment_ids).astype(np.int64)] = True
+            result[~present] = 0
+        return result
+
+    return compute
+
+
+for _kind in _SEGMENT:
+    kernel(f"Segment{_kind}V2", const_inputs=(2,))(_segment_v2(_kind))
+
+
+@kernel("CumulativeLogsumexp", const_inputs=(1,))
+def cumulative_logsumexp(x, axis, *, exclusive=False, reverse=False):
+    acc = _accumulate_dtype(x.dtype)
+    work = x.astype(acc)
+    a = int(np.asarray(axis)) % max(x.ndim, 1)
+    if reverse:
+        work = np.flip(work, a)
+    with np.errstate(all="ignore"):
+        result = np.logaddexp.accumulate(work, axis=a)
+        if exclusive:
+            first = np.full_like(np.take(result, [0], axis=a), -np.inf)
+            result = np.concatenate([first, np.delete(result, -1, axis=a)], axis=a)
+    if reverse:
+        result = np.flip(result, a)
+    return out(result, x.dtype)
+
+
+@kernel("HistogramFixedWidth")
+def histogram_fixed_width(values, value_range, nbins, *, dtype=dtypes.DT_INT32):
+    n = int(np.asarray(nbins))
+    if n <= 0:
+        raise invalid(f"nbins should be a positive number, but got '{n}'")
+    lo, hi = (float(v) for v in np.asarray(value_range).reshape(-1))
+    if lo >= hi:
+        raise invalid(f"value_range should satisfy value_range[0] < value_range[1], but got '[{lo}, {hi}]'")
+    v = np.asarray(values, np.float64).reshape(-1)
+    index = np.clip(np.floor((v - lo) / (hi - lo) * n), 0, n - 1).astype(np.int64)
+    return out(np.bincount(index, minlength=n), dtypes.as_numpy_dtype(dtype))

@@ -16,6 +16,7 @@ LOADER_MODELS = (
     "loader_pbtxt_no_variables",
     "loader_legacy_init_op_assets",
     "loader_tf2_module",
+    "loader_many_variables",
 )
 BUILD_HINT = "run `python -m tests.oracle build` (the TF oracle corpus is missing or stale)"
 

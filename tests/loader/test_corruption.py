@@ -19,8 +19,7 @@ import shutil
 import time
 from pathlib import Path
 
-import runtime
-from loader import read_saved_model, select_meta_graph
+from loader import load_saved_model, read_saved_model, select_meta_graph
 from loader.bundle import _import
 from runtime import errors
 from runtime.checkpoint import load_checkpoint
@@ -42,16 +41,15 @@ def _load_everything(export_dir: Path, tag_sets: list[list[str]]) -> None:
     for tags in tag_sets:
         meta_graph = select_meta_graph(saved_model, tags, str(export_dir))
         _import(Graph(), meta_graph, str(export_dir), tags)
-    if hasattr(runtime, "Session"):  # the full path once the runtime core's Session has landed
-        from loader import load_saved_model
-
-        for tags in tag_sets:
-            load_saved_model(str(export_dir), tags).close()
     prefix = export_dir / "variables" / "variables"
     if prefix.with_suffix(".index").exists():
         reader = load_checkpoint(str(prefix))
         for name in reader.get_variable_to_shape_map():
             reader.get_tensor(name)
+    # Last, the whole path: restore through RestoreV2 in the Session, init op. (Corrupt variables
+    # reaching RestoreV2 are covered by test_load.py::test_corrupt_shard_fails_the_restore_op.)
+    for tags in tag_sets:
+        load_saved_model(str(export_dir), tags).close()
 
 
 def _mutations(data: bytes, rnd: random.Random, counts=(12, 40, 12)):

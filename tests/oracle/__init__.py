@@ -17,6 +17,7 @@ Layout of the oracle directory (``$SMS_ORACLE_DIR``, default ``<repo>/.oracle``,
       tf215/  tf221/             pinned venvs; <venv>/sms-requirements.json stamps the pins
       cache/
         .logs/<module>.log       output of the last builder subprocess of each module
+        .logs/models-<name>.log  output of the last ``models`` rebuild of models/<name>
         <model>/
           manifest.json
           saved_model/           the export dir (absent for committed example models)
@@ -43,6 +44,7 @@ Layout of the oracle directory (``$SMS_ORACLE_DIR``, default ``<repo>/.oracle``,
       "variables": {"a": "variables/0.pb"}  # checkpoint tensor name -> file; {} without a checkpoint
     }
 
+Every signature of every MetaGraphDef has at least one case (the build fails otherwise).
 Keys of ``inputs``/``outputs`` are the signature's input/output keys; file names are those keys
 with characters outside ``[A-Za-z0-9_.-]`` replaced by ``_``. Every ``.pb`` file is one serialized
 ``tensorflow.TensorProto`` made by ``tf.make_tensor_proto`` (strings and tf.Example batches

@@ -8,8 +8,10 @@ each model on a stdout line starting with ``RESULT_PREFIX`` (everything else it 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import os
+import platform
 import shutil
 import subprocess
 import threading
@@ -45,9 +47,7 @@ def select(entries: list[Entry], only: Iterable[str] | None) -> list[Entry]:
     if not only:
         return entries
     wanted = set(only)
-    chosen = [
-        e for e in entries if e.name in wanted or (e.models_dir and e.models_dir.name in wanted)
-    ]
+    chosen = [e for e in entries if e.name in wanted or (e.models_dir and e.models_dir.name in wanted)]
     known = {e.name for e in chosen} | {e.models_dir.name for e in chosen if e.models_dir}
     unknown = wanted - known
     if unknown:
@@ -75,7 +75,7 @@ def summary(entry: Entry, status: str, seconds: float | None = None) -> str:
         size += _tree_size(REPO_ROOT / entry.committed)
     timing = f"{seconds:6.1f}s" if seconds is not None else "       "
     return (
-        f"{status:<7} {entry.name:<26} {entry.family:<9} tf {manifest.get('tf_version', '?'):<7}"
+        f"{status:<7} {entry.name:<28} {entry.family:<9} tf {manifest.get('tf_version', '?'):<7}"
         f" {len(manifest.get('meta_graphs', [])):>2} meta graphs"
         f" {len(manifest.get('cases', [])):>3} cases"
         f" {len(manifest.get('variables', {})):>3} variables"
@@ -113,7 +113,8 @@ def build(*, force: bool, only: list[str] | None, jobs: int) -> int:
         _prune({e.name for e in entries})
     total = time.monotonic() - start
     say(
-        f"{len(chosen)} models ({len(stale)} built, {len(failed)} failed) in {total:.1f}s;"
+        f"{len(chosen)} models ({len(stale) - len(failed)} built, {len(failed)} failed,"
+        f" {len(chosen) - len(stale)} cached) in {total:.1f}s;"
         f" cache {cache_dir()}"
     )
     if failed:
@@ -181,8 +182,21 @@ def list_models() -> int:
         else:
             state = "current"
         where = entry.committed or "saved_model"
-        say(f"{entry.name:<26} {entry.family:<9} {entry.venv:<6} {state:<8} {where}")
+        say(f"{entry.name:<28} {entry.family:<9} {entry.venv:<6} {state:<8} {where}")
     return 0
+
+
+@functools.cache
+def _no_aslr() -> list[str]:
+    """A prefix running a command without address-space randomization, where available.
+
+    Keras' exporter orders checkpoint variables by ``id()``; with fixed addresses (and a fixed
+    hash seed) its exports are byte-for-byte reproducible.
+    """
+    command = ["setarch", platform.machine(), "-R"]
+    if shutil.which("setarch") and subprocess.run([*command, "true"], check=False).returncode == 0:
+        return command
+    return []
 
 
 def build_models(only: list[str] | None) -> int:
@@ -195,16 +209,22 @@ def build_models(only: list[str] | None) -> int:
         tmp = version_dir.parent / f".{version_dir.name}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         python = ensure_venv(oracle_dir(), entry.venv, say)
+        log_path = cache_dir() / ".logs" / f"models-{entry.models_dir.name}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         start = time.monotonic()
-        result = subprocess.run(
-            [str(python), str(entry.models_dir / "build.py"), str(tmp)],
-            cwd=REPO_ROOT,
-            env={**os.environ, **SUBPROCESS_ENV},
-            check=False,
-        )
+        with open(log_path, "w") as log:
+            result = subprocess.run(
+                [*_no_aslr(), str(python), str(entry.models_dir / "build.py"), str(tmp)],
+                cwd=REPO_ROOT,
+                env={**os.environ, **SUBPROCESS_ENV},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
         if result.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
-            say(f"FAILED  {entry.committed} (exit {result.returncode})")
+            tail = "".join(log_path.read_text().splitlines(keepends=True)[-30:])
+            say(f"FAILED  {entry.committed} (exit {result.returncode}); {log_path}:\n{tail}")
             failures += 1
             continue
         shutil.rmtree(version_dir, ignore_errors=True)
@@ -215,4 +235,3 @@ def build_models(only: list[str] | None) -> int:
         return 1
     say("run `python -m tests.oracle build` to refresh their reference outputs")
     return 0
-

@@ -11,7 +11,8 @@ does the part common to every model:
 3. writes ``manifest.json`` (format in ``tests/oracle/__init__.py``).
 
 A model is built in ``<cache>/.<name>.tmp`` and renamed into place, so a failed build leaves
-no manifest behind. Every case's tag set must have a case for each of its signatures.
+no manifest behind. Every signature of every MetaGraphDef needs at least one case (the
+``__saved_model_init_op`` pseudo-signature excepted): an untested signature fails the build.
 """
 
 from __future__ import annotations
@@ -36,8 +37,7 @@ import tensorflow as tf
 from tensorflow.python.saved_model import loader_impl
 
 from tests.oracle import REPO_ROOT
-
-RESULT_PREFIX = "@@oracle-result "  # kept equal to tests.oracle.build.RESULT_PREFIX
+from tests.oracle.build import RESULT_PREFIX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,10 +132,14 @@ def _file_key(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", key)
 
 
-def _write_tensor(path: Path, value: Any, dtype: tf.dtypes.DType | None = None) -> str:
+def _write_tensor(out: Path, relative: str, value: Any, dtype: tf.dtypes.DType) -> str:
+    """Writes ``value`` as a serialized TensorProto at ``out/relative``; returns ``relative``."""
+    path = out / relative
+    if path.exists():  # two keys sanitized to one file name
+        raise FileExistsError(f"{path}: rename a signature key")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(tf.make_tensor_proto(value, dtype=dtype).SerializeToString())
-    return path.as_posix()
+    return relative
 
 
 def _feed_value(value: Any, info) -> np.ndarray:
@@ -160,13 +164,8 @@ def compute_cases(export_dir: Path, cases: Sequence[Case], out: Path) -> list[di
     for tags, indices in by_tags.items():
         with tf.Graph().as_default() as graph, tf.compat.v1.Session(graph=graph, config=config) as sess:
             meta_graph = tf.compat.v1.saved_model.loader.load(sess, list(tags), str(export_dir))
-            signatures = meta_graph.signature_def
-            covered = {cases[i].signature for i in indices}
-            uncovered = sorted(k for k in signatures if k not in covered and not _is_internal(k))
-            if uncovered:
-                raise ValueError(f"tags {list(tags)}: no case for signature(s) {uncovered}")
             for index in indices:
-                records[index] = _run_case(sess, signatures, cases[index], index, out)
+                records[index] = _run_case(sess, meta_graph.signature_def, cases[index], index, out)
     return [r for r in records if r is not None]
 
 
@@ -183,22 +182,20 @@ def _run_case(sess, signatures, case: Case, index: int, out: Path) -> dict:
     for key, info in signature.inputs.items():
         value = _feed_value(case.inputs[key], info)
         feeds[info.name] = value
-        inputs[key] = _write_tensor(
-            out / f"cases/{index}/{_file_key(key)}.pb", value, tf.as_dtype(info.dtype)
-        )
+        relative = f"cases/{index}/{_file_key(key)}.pb"
+        inputs[key] = _write_tensor(out, relative, value, tf.as_dtype(info.dtype))
     fetches = {key: info.name for key, info in signature.outputs.items()}
     results = sess.run(fetches, feed_dict=feeds)
     outputs = {}
     for key, info in signature.outputs.items():
-        outputs[key] = _write_tensor(
-            out / f"cases/{index}/out_{_file_key(key)}.pb", results[key], tf.as_dtype(info.dtype)
-        )
+        relative = f"cases/{index}/out_{_file_key(key)}.pb"
+        outputs[key] = _write_tensor(out, relative, results[key], tf.as_dtype(info.dtype))
     return {
         "tags": list(case.tags),
         "signature": case.signature,
         "method_name": signature.method_name,
-        "inputs": {k: os.path.relpath(v, out) for k, v in inputs.items()},
-        "outputs": {k: os.path.relpath(v, out) for k, v in outputs.items()},
+        "inputs": inputs,
+        "outputs": outputs,
         "rtol": case.rtol,
         "atol": case.atol,
     }
@@ -213,15 +210,27 @@ def dump_variables(export_dir: Path, out: Path) -> dict[str, str]:
     dtypes = reader.get_variable_to_dtype_map()
     variables = {}
     for n, name in enumerate(sorted(dtypes)):
-        path = out / "variables" / f"{n}.pb"
-        _write_tensor(path, reader.get_tensor(name), dtypes[name])
-        variables[name] = f"variables/{n}.pb"
+        variables[name] = _write_tensor(out, f"variables/{n}.pb", reader.get_tensor(name), dtypes[name])
     return variables
 
 
-def meta_graph_tags(export_dir: Path) -> list[list[str]]:
-    saved_model = loader_impl.parse_saved_model(str(export_dir))
-    return [list(mg.meta_info_def.tags) for mg in saved_model.meta_graphs]
+def meta_graph_tags(export_dir: Path, cases: Sequence[Case]) -> list[list[str]]:
+    """Tag sets of every MetaGraphDef, checking that cases cover each of their signatures."""
+    if not cases:
+        raise ValueError("the builder returned no cases")
+    covered = {(frozenset(case.tags), case.signature) for case in cases}
+    tag_sets = []
+    for meta_graph in loader_impl.parse_saved_model(str(export_dir)).meta_graphs:
+        tags = list(meta_graph.meta_info_def.tags)
+        uncovered = sorted(
+            key
+            for key in meta_graph.signature_def
+            if (frozenset(tags), key) not in covered and not _is_internal(key)
+        )
+        if uncovered:
+            raise ValueError(f"tags {tags}: no case for signature(s) {uncovered}")
+        tag_sets.append(tags)
+    return tag_sets
 
 
 def build_model(entry: Model, cache: Path, builder_hash: str) -> None:
@@ -229,6 +238,16 @@ def build_model(entry: Model, cache: Path, builder_hash: str) -> None:
     tmp = cache / f".{entry.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    try:
+        _build_into(entry, tmp, final, builder_hash)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+
+
+def _build_into(entry: Model, tmp: Path, final: Path, builder_hash: str) -> None:
     if entry.committed:
         export_dir = REPO_ROOT / entry.committed
         if not (export_dir / "saved_model.pb").exists():
@@ -244,13 +263,11 @@ def build_model(entry: Model, cache: Path, builder_hash: str) -> None:
         "export_dir": os.path.relpath(export_dir.resolve(), final.resolve())
         if entry.committed
         else "saved_model",
-        "meta_graphs": meta_graph_tags(export_dir),
+        "meta_graphs": meta_graph_tags(export_dir, cases),
         "cases": compute_cases(export_dir, cases, tmp),
         "variables": dump_variables(export_dir, tmp),
     }
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    shutil.rmtree(final, ignore_errors=True)
-    tmp.rename(final)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -267,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: dict[str, Any] = {"name": name, "ok": True}
         try:
             build_model(REGISTRY[name], args.cache, builder_hash)
-        except Exception as error:  # noqa: BLE001 - reported per model, the rest still build
+        except Exception as error:  # reported per model; the module's other models still build
             traceback.print_exc()
             failures += 1
             result.update(ok=False, error=f"{type(error).__name__}: {error}"[:500])

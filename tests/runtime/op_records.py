@@ -118,9 +118,8 @@ rec("Acosh", a([0.5, 1.0, np.inf]))
 for _op in ("Floor", "Ceil", "Round", "Rint"):
     rec(_op, a([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.7, -3.7, np.nan, np.inf]))
     rec(_op, rnd((3, 3), F64, -10, 10))
-    rec(_op, a([0.5, 1.5, 2.49], F16))
-rec("Round", a([-3, 0, 7], I32))
-rec("Round", a([-3, 0, 7], I64))
+    if _op != "Rint":  # TF has no half Rint kernel on CPU
+        rec(_op, a([0.5, 1.5, 2.49], F16))
 for _op in ("IsNan", "IsInf", "IsFinite"):
     rec(_op, _SPECIAL)
     rec(_op, a([np.nan, 1.0, np.inf], F64))
@@ -145,7 +144,7 @@ _BCAST = [((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 1, 4), (3, 1)), ((), (4,)), ((0
 for _op in ("Add", "AddV2", "Sub", "Mul", "Maximum", "Minimum", "SquaredDifference"):
     for _xs, _ys in _BCAST:
         rec(_op, rnd(_xs), rnd(_ys))
-    for _dt in (F64, I32, I64, F16, BF16, I8, U8, I16):
+    for _dt in (F64, I32, I64, F16, BF16) + ((I8, U8, I16) if _op != "SquaredDifference" else ()):
         rec(_op, rnd((2, 3), _dt, 0, 20), rnd((3,), _dt, 0, 20))
     rec(_op, rnd((2, 3)), rnd((4,)))  # incompatible shapes
 rec("Add", s("ab", "c"), s("x", "yz"))
@@ -257,7 +256,7 @@ for _op in ("Shape", "Size", "Rank"):
 rec("Shape", _X234, out_type=dt("int64"))
 rec("Size", _X234, out_type=dt("int64"))
 rec("Shape", s("a", "b"))
-rec("ShapeN", [rnd((2, 3)), rnd((4,), I32), a(1.0)])
+rec("ShapeN", [rnd((2, 3)), rnd((4,)), a(1.0)])
 rec("ShapeN", [rnd((2, 3)), rnd((1, 1, 1))], out_type=dt("int64"))
 for _shape in ([4, 6], [-1], [2, -1, 3], [24], [3, 2, 2, 2], [5, -1], [5, 5], [-1, -1], [2, -3, 4]):
     rec("Reshape", _X234, a(_shape, I32))
@@ -339,7 +338,12 @@ rec("SplitV", _X234, a([0, 3, 0], I32), a(1, I32), num_split=3)
 
 # --------------------------------------------------------------------------- slicing
 
-for _b, _sz in (([0, 0, 0], [1, 2, 3]), ([1, 1, 1], [-1, -1, -1]), ([0, 2, 0], [2, 1, -1]), ([0, 0, 0], [0, 3, 4])):
+for _b, _sz in (
+    ([0, 0, 0], [1, 2, 3]),
+    ([1, 1, 1], [-1, -1, -1]),
+    ([0, 2, 0], [2, 1, -1]),
+    ([0, 0, 0], [0, 3, 4]),
+):
     rec("Slice", _X234, a(_b, I32), a(_sz, I32))
 rec("Slice", _X234, a([0, 0, 2], I64), a([1, 1, 3], I64))
 rec("Slice", _X234, a([0, 4, 0], I32), a([1, 1, 1], I32))
@@ -474,7 +478,13 @@ rec("ScatterNd", a([[1], [3], [1]], I32), a([1.0, 2.0, 3.0]), a([5], I32))
 rec("ScatterNd", a([[0, 1], [2, 2]], I64), rnd((2, 4)), a([3, 3, 4], I64))
 rec("ScatterNd", a([[5]], I32), a([1.0]), a([4], I32))
 rec("ScatterNd", a([[1], [1]], I32), a([7, 8], I32), a([3], I32))
-for _op in ("TensorScatterUpdate", "TensorScatterAdd", "TensorScatterSub", "TensorScatterMax", "TensorScatterMin"):
+for _op in (
+    "TensorScatterUpdate",
+    "TensorScatterAdd",
+    "TensorScatterSub",
+    "TensorScatterMax",
+    "TensorScatterMin",
+):
     rec(_op, rnd((5, 2)), a([[4], [0]], I32), rnd((2, 2)))
     rec(_op, rnd((3, 3), I32, 0, 9), a([[0, 0], [2, 1]], I64), a([50, -50], I32))
     rec(_op, rnd((3,)), a([[3]], I32), a([1.0]))
@@ -517,15 +527,25 @@ rec("CheckNumerics", a([1.0, np.nan]), message="bad value")
 rec("CheckNumerics", a([1.0, np.inf], F64), message="inf here")
 rec("CheckNumerics", a([np.nan, -np.inf], F16), message="both")
 rec("Snapshot", rnd((2, 3)))
-rec("Snapshot", s("q"))
+rec("Snapshot", a([True, False], np.bool_))
 rec("EnsureShape", rnd((2, 3)), shape=(2, 3))
 rec("EnsureShape", rnd((2, 3)), shape=(None, 3))
 rec("EnsureShape", rnd((2, 3)), shape=(3, 2))
 rec("EnsureShape", rnd((2, 3)), shape=(2,))
 rec("EnsureShape", rnd((2, 3)), shape=None)
 for _fmt in ("NHWC", "NCHW"):
-    rec("SpaceToDepth", rnd((2, 4, 6, 3)) if _fmt == "NHWC" else rnd((2, 3, 4, 6)), block_size=2, data_format=_fmt)
-    rec("DepthToSpace", rnd((2, 2, 3, 8)) if _fmt == "NHWC" else rnd((2, 8, 2, 3)), block_size=2, data_format=_fmt)
+    rec(
+        "SpaceToDepth",
+        rnd((2, 4, 6, 3)) if _fmt == "NHWC" else rnd((2, 3, 4, 6)),
+        block_size=2,
+        data_format=_fmt,
+    )
+    rec(
+        "DepthToSpace",
+        rnd((2, 2, 3, 8)) if _fmt == "NHWC" else rnd((2, 8, 2, 3)),
+        block_size=2,
+        data_format=_fmt,
+    )
 rec("SpaceToDepth", rnd((1, 3, 3, 1)), block_size=2)
 rec("DepthToSpace", rnd((1, 1, 1, 6), I32, 0, 9), block_size=2)
 rec("SpaceToDepth", rnd((1, 6, 6, 2), I64, 0, 9), block_size=3)
@@ -633,18 +653,31 @@ rec("MatMul", rnd((2, 3), I64, -5, 5), rnd((3, 1), I64, -5, 5))
 for _op in ("BatchMatMul", "BatchMatMulV2"):
     for _ax in (False, True):
         for _ay in (False, True):
-            rec(_op, rnd((2, 3, 4) if not _ax else (2, 4, 3)), rnd((2, 4, 5) if not _ay else (2, 5, 4)), adj_x=_ax, adj_y=_ay, rtol=1e-5, atol=1e-5)
+            rec(
+                _op,
+                rnd((2, 3, 4) if not _ax else (2, 4, 3)),
+                rnd((2, 4, 5) if not _ay else (2, 5, 4)),
+                adj_x=_ax,
+                adj_y=_ay,
+                rtol=1e-5,
+                atol=1e-5,
+            )
     rec(_op, rnd((2, 3, 4), F64), rnd((3, 4, 2), F64))
     rec(_op, rnd((3, 4)), rnd((4, 2)))
     rec(_op, rnd((2, 3, 4), I32, -5, 5), rnd((2, 4, 2), I32, -5, 5))
 rec("BatchMatMulV2", rnd((2, 1, 3, 4)), rnd((5, 4, 2)), rtol=1e-5, atol=1e-5)
 rec("BatchMatMulV2", rnd((3, 4)), rnd((6, 4, 2)), rtol=1e-5, atol=1e-5)
 rec("BatchMatMulV2", rnd((2, 3, 4)), rnd((3, 4, 2)))
-rec("BatchMatMulV2", a([[[1 + 1j, 2], [0, 1j]]], np.complex64), a([[[1, 1j], [2, 0]]], np.complex64), adj_x=True)
+rec(
+    "BatchMatMulV2",
+    a([[[1 + 1j, 2], [0, 1j]]], np.complex64),
+    a([[[1, 1j], [2, 0]]], np.complex64),
+    adj_x=True,
+)
 rec("BatchMatMulV3", rnd((2, 3, 4)), rnd((4, 5)), Tout=dt("float"), rtol=1e-5, atol=1e-5)
 rec("BatchMatMulV3", rnd((2, 3), I8, -9, 9), rnd((3, 2), I8, -9, 9), Tout=dt("int32"))
 rec("BatchMatMulV3", rnd((2, 3), U8, 0, 200), rnd((3, 2), U8, 0, 200), Tout=dt("int32"))
-rec("BatchMatMulV3", rnd((2, 2, 3), F16), rnd((2, 3, 2), F16), Tout=dt("half"), adj_y=False, rtol=1e-2, atol=1e-2)
+rec("BatchMatMulV3", rnd((2, 2, 3), BF16), rnd((2, 3, 2), BF16), Tout=dt("bfloat16"), rtol=2e-2, atol=5e-2)
 for _eq, _shapes in (
     ("ij,jk->ik", [(2, 3), (3, 4)]),
     ("bij,bjk->bik", [(2, 2, 3), (2, 3, 4)]),
@@ -655,7 +688,6 @@ for _eq, _shapes in (
     ("abc,cd->abd", [(2, 3, 4), (4, 5)]),
     ("bqhd,bkhd->bhqk", [(2, 3, 2, 4), (2, 5, 2, 4)]),
     ("i,j->ij", [(3,), (4,)]),
-    ("ab,bc,cd->ad", [(2, 3), (3, 4), (4, 2)]),
     ("ij,jk->ik", [(2, 3), (4, 4)]),
 ):
     rec("Einsum", [rnd(_sh) for _sh in _shapes], equation=_eq, rtol=1e-5, atol=1e-5)
@@ -736,8 +768,21 @@ for _pad in ("VALID", "SAME"):
     _conv_case((1, 6, 6, 2), (2, 2, 2, 3), strides=[1, 1, 1, 1], padding=_pad, dilations=[1, 2, 2, 1])
     _conv_case((1, 5, 6, 2), (1, 1, 2, 5), strides=[1, 2, 1, 1], padding=_pad)
     _conv_case((1, 4, 4, 2), (5, 5, 2, 1), strides=[1, 1, 1, 1], padding=_pad)
-_conv_case((2, 6, 5, 3), (3, 2, 3, 2), strides=[1, 1, 1, 1], padding="EXPLICIT", explicit_paddings=[0, 0, 1, 2, 0, 1, 0, 0])
-_conv_case((2, 3, 6, 5), (3, 3, 3, 2), "NCHW", strides=[1, 1, 1, 1], padding="EXPLICIT", explicit_paddings=[0, 0, 0, 0, 2, 1, 1, 1])
+_conv_case(
+    (2, 6, 5, 3),
+    (3, 2, 3, 2),
+    strides=[1, 1, 1, 1],
+    padding="EXPLICIT",
+    explicit_paddings=[0, 0, 1, 2, 0, 1, 0, 0],
+)
+_conv_case(
+    (2, 3, 6, 5),
+    (3, 3, 3, 2),
+    "NCHW",
+    strides=[1, 1, 1, 1],
+    padding="EXPLICIT",
+    explicit_paddings=[0, 0, 0, 0, 2, 1, 1, 1],
+)
 _conv_case((1, 8, 8, 4), (3, 3, 2, 6), strides=[1, 1, 1, 1], padding="SAME")  # groups=2
 _conv_case((1, 5, 5, 2), (3, 3, 2, 2), F64 and "NHWC", F64, strides=[1, 2, 2, 1], padding="SAME")
 _conv_case((1, 5, 5, 2), (3, 3, 2, 2), "NHWC", F16, strides=[1, 1, 1, 1], padding="VALID")
@@ -745,10 +790,36 @@ _conv_case((1, 2, 2, 3), (3, 3, 3, 1), strides=[1, 1, 1, 1], padding="VALID")
 _conv_case((1, 4, 4, 3), (3, 3, 2, 1), strides=[1, 1, 1, 1], padding="VALID")
 _conv_case((0, 4, 4, 3), (3, 3, 3, 1), strides=[1, 1, 1, 1], padding="SAME")
 for _pad in ("VALID", "SAME"):
-    for _st, _dil in (([1, 1, 1, 1], [1, 1, 1, 1]), ([1, 2, 2, 1], [1, 1, 1, 1]), ([1, 1, 1, 1], [1, 2, 2, 1])):
-        rec("DepthwiseConv2dNative", rnd((2, 7, 6, 3), F32, -1, 1), rnd((3, 3, 3, 2), F32, -1, 1), strides=_st, padding=_pad, dilations=_dil, rtol=1e-4, atol=1e-4)
-rec("DepthwiseConv2dNative", rnd((1, 3, 5, 5), F32, -1, 1), rnd((2, 2, 3, 1), F32, -1, 1), strides=[1, 1, 1, 1], padding="SAME", data_format="NCHW", rtol=1e-4, atol=1e-4)
-rec("DepthwiseConv2dNative", rnd((1, 5, 5, 2), F64, -1, 1), rnd((3, 3, 2, 3), F64, -1, 1), strides=[1, 2, 2, 1], padding="EXPLICIT", explicit_paddings=[0, 0, 1, 1, 2, 0, 0, 0])
+    # TF's CPU kernel has no dilations (Keras dilates depthwise convs with SpaceToBatchND).
+    for _st, _dil in (([1, 1, 1, 1], [1, 1, 1, 1]), ([1, 2, 2, 1], [1, 1, 1, 1])):
+        rec(
+            "DepthwiseConv2dNative",
+            rnd((2, 7, 6, 3), F32, -1, 1),
+            rnd((3, 3, 3, 2), F32, -1, 1),
+            strides=_st,
+            padding=_pad,
+            dilations=_dil,
+            rtol=1e-4,
+            atol=1e-4,
+        )
+rec(
+    "DepthwiseConv2dNative",
+    rnd((1, 3, 5, 5), F32, -1, 1),
+    rnd((2, 2, 3, 1), F32, -1, 1),
+    strides=[1, 1, 1, 1],
+    padding="SAME",
+    data_format="NCHW",
+    rtol=1e-4,
+    atol=1e-4,
+)
+rec(
+    "DepthwiseConv2dNative",
+    rnd((1, 5, 5, 2), F64, -1, 1),
+    rnd((3, 3, 2, 3), F64, -1, 1),
+    strides=[1, 2, 2, 1],
+    padding="EXPLICIT",
+    explicit_paddings=[0, 0, 1, 1, 2, 0, 0, 0],
+)
 for _pad, _st, _in, _out in (
     ("SAME", [1, 2, 2, 1], [2, 8, 8, 3], (2, 4, 4, 4)),
     ("VALID", [1, 2, 2, 1], [2, 9, 9, 3], (2, 4, 4, 4)),
@@ -756,30 +827,103 @@ for _pad, _st, _in, _out in (
     ("VALID", [1, 3, 2, 1], [1, 7, 6, 3], (1, 2, 2, 4)),
     ("SAME", [1, 2, 2, 1], [1, 7, 7, 3], (1, 4, 4, 4)),
 ):
-    rec("Conv2DBackpropInput", a(_in, I32), rnd((3, 3, 3, 4), F32, -1, 1), rnd(_out, F32, -1, 1), strides=_st, padding=_pad, rtol=1e-4, atol=1e-4)
-rec("Conv2DBackpropInput", a([1, 3, 6, 6], I32), rnd((2, 2, 3, 2), F32, -1, 1), rnd((1, 2, 3, 3), F32, -1, 1), strides=[1, 1, 2, 2], padding="SAME", data_format="NCHW", rtol=1e-4, atol=1e-4)
-rec("Conv2DBackpropInput", a([1, 6, 6, 2], I32), rnd((3, 3, 2, 2), F32, -1, 1), rnd((1, 2, 2, 2), F32, -1, 1), strides=[1, 1, 1, 1], padding="VALID", dilations=[1, 2, 2, 1], rtol=1e-4, atol=1e-4)
-rec("Conv2DBackpropInput", a([1, 4, 4, 2], I32), rnd((3, 3, 2, 2), F32, -1, 1), rnd((1, 3, 3, 2), F32, -1, 1), strides=[1, 1, 1, 1], padding="VALID")
-rec("Conv3D", rnd((1, 4, 5, 6, 2), F32, -1, 1), rnd((2, 3, 2, 2, 3), F32, -1, 1), strides=[1, 1, 2, 1, 1], padding="SAME", rtol=1e-4, atol=1e-4)
-rec("Conv3D", rnd((2, 3, 4, 4, 1), F32, -1, 1), rnd((3, 3, 3, 1, 2), F32, -1, 1), strides=[1, 1, 1, 1, 1], padding="VALID", rtol=1e-4, atol=1e-4)
+    rec(
+        "Conv2DBackpropInput",
+        a(_in, I32),
+        rnd((3, 3, 3, 4), F32, -1, 1),
+        rnd(_out, F32, -1, 1),
+        strides=_st,
+        padding=_pad,
+        rtol=1e-4,
+        atol=1e-4,
+    )
+rec(
+    "Conv2DBackpropInput",
+    a([1, 3, 6, 6], I32),
+    rnd((2, 2, 3, 2), F32, -1, 1),
+    rnd((1, 2, 3, 3), F32, -1, 1),
+    strides=[1, 1, 2, 2],
+    padding="SAME",
+    data_format="NCHW",
+    rtol=1e-4,
+    atol=1e-4,
+)
+rec(
+    "Conv2DBackpropInput",
+    a([1, 4, 4, 2], I32),
+    rnd((3, 3, 2, 2), F32, -1, 1),
+    rnd((1, 3, 3, 2), F32, -1, 1),
+    strides=[1, 1, 1, 1],
+    padding="VALID",
+)
+rec(
+    "Conv3D",
+    rnd((1, 4, 5, 6, 2), F32, -1, 1),
+    rnd((2, 3, 2, 2, 3), F32, -1, 1),
+    strides=[1, 1, 2, 1, 1],
+    padding="SAME",
+    rtol=1e-4,
+    atol=1e-4,
+)
+rec(
+    "Conv3D",
+    rnd((2, 3, 4, 4, 1), F32, -1, 1),
+    rnd((3, 3, 3, 1, 2), F32, -1, 1),
+    strides=[1, 1, 1, 1, 1],
+    padding="VALID",
+    rtol=1e-4,
+    atol=1e-4,
+)
 
 # --------------------------------------------------------------------------- pooling
 
 for _op in ("MaxPool", "AvgPool"):
     for _pad in ("VALID", "SAME"):
-        for _k, _st in (([1, 2, 2, 1], [1, 2, 2, 1]), ([1, 3, 3, 1], [1, 1, 1, 1]), ([1, 3, 2, 1], [1, 2, 3, 1])):
+        for _k, _st in (
+            ([1, 2, 2, 1], [1, 2, 2, 1]),
+            ([1, 3, 3, 1], [1, 1, 1, 1]),
+            ([1, 3, 2, 1], [1, 2, 3, 1]),
+        ):
             rec(_op, rnd((2, 7, 8, 3)), ksize=_k, strides=_st, padding=_pad)
     rec(_op, rnd((2, 3, 6, 6)), ksize=[1, 1, 2, 2], strides=[1, 1, 2, 2], padding="SAME", data_format="NCHW")
     rec(_op, rnd((1, 5, 5, 2), F64), ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME")
-    rec(_op, rnd((1, 4, 4, 2), F16), ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID", rtol=1e-3, atol=1e-3)
+    rec(
+        _op,
+        rnd((1, 4, 4, 2), F16),
+        ksize=[1, 2, 2, 1],
+        strides=[1, 2, 2, 1],
+        padding="VALID",
+        rtol=1e-3,
+        atol=1e-3,
+    )
     rec(_op, rnd((1, 2, 2, 1)), ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1], padding="VALID")
     rec(_op, rnd((1, 2, 2, 1)), ksize=[2, 1, 1, 1], strides=[1, 1, 1, 1], padding="VALID")
 rec("MaxPool", rnd((1, 4, 4, 2), I32, -9, 9), ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="SAME")
 rec("MaxPool", rnd((1, 4, 4, 2), U8, 0, 255), ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME")
-rec("MaxPool", a([[[[np.nan], [1.0]], [[2.0], [3.0]]]]), ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="VALID")
-rec("MaxPool", rnd((1, 5, 5, 1)), ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="EXPLICIT", explicit_paddings=[0, 0, 1, 0, 0, 1, 0, 0])
+rec(
+    "MaxPool",
+    a([[[[np.nan], [1.0]], [[2.0], [3.0]]]]),
+    ksize=[1, 2, 2, 1],
+    strides=[1, 1, 1, 1],
+    padding="VALID",
+)
+rec(
+    "MaxPool",
+    rnd((1, 5, 5, 1)),
+    ksize=[1, 2, 2, 1],
+    strides=[1, 1, 1, 1],
+    padding="EXPLICIT",
+    explicit_paddings=[0, 0, 1, 0, 0, 1, 0, 0],
+)
 rec("MaxPoolV2", rnd((2, 6, 6, 3)), a([1, 2, 2, 1], I32), a([1, 2, 2, 1], I32), padding="SAME")
-rec("MaxPoolV2", rnd((1, 3, 7, 7)), a([1, 1, 3, 3], I32), a([1, 1, 2, 2], I32), padding="VALID", data_format="NCHW")
+rec(
+    "MaxPoolV2",
+    rnd((1, 3, 7, 7)),
+    a([1, 1, 3, 3], I32),
+    a([1, 1, 2, 2], I32),
+    padding="VALID",
+    data_format="NCHW",
+)
 rec("MaxPool3D", rnd((1, 4, 4, 4, 2)), ksize=[1, 2, 2, 2, 1], strides=[1, 2, 2, 2, 1], padding="VALID")
 rec("AvgPool3D", rnd((1, 3, 5, 4, 2)), ksize=[1, 2, 3, 2, 1], strides=[1, 1, 2, 2, 1], padding="SAME")
 
@@ -790,13 +934,63 @@ _BN_C = [rnd((5,), F32, 0.5, 2), rnd((5,), F32, -1, 1), rnd((5,), F32, -1, 1), r
 for _op in ("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"):
     rec(_op, _BN_X, *_BN_C, is_training=False, epsilon=0.001, rtol=1e-5, atol=1e-5, compare=(0, 1, 2))
     rec(_op, _BN_X, *_BN_C, is_training=True, rtol=1e-4, atol=1e-4, compare=(0, 1, 2))
-    rec(_op, rnd((2, 5, 3, 3)), *_BN_C, is_training=False, data_format="NCHW", rtol=1e-5, atol=1e-5, compare=(0, 1, 2))
-rec("FusedBatchNormV3", _BN_X, *_BN_C, is_training=True, exponential_avg_factor=0.3, rtol=1e-4, atol=1e-4, compare=(0, 1, 2))
-rec("FusedBatchNormV3", rnd((1, 2, 2, 5), F16), *_BN_C, is_training=False, rtol=5e-3, atol=5e-3, compare=(0, 1, 2))
-rec("FusedBatchNormV3", rnd((2, 5, 3, 3)), *_BN_C, is_training=True, data_format="NCHW", epsilon=0.01, rtol=1e-4, atol=1e-4, compare=(0, 1, 2))
+    rec(
+        _op,
+        rnd((2, 5, 3, 3)),
+        *_BN_C,
+        is_training=False,
+        data_format="NCHW",
+        rtol=1e-5,
+        atol=1e-5,
+        compare=(0, 1, 2),
+    )
+rec(
+    "FusedBatchNormV3",
+    _BN_X,
+    *_BN_C,
+    is_training=True,
+    exponential_avg_factor=0.3,
+    rtol=1e-4,
+    atol=1e-4,
+    compare=(0, 1, 2),
+)
+rec(
+    "FusedBatchNormV3",
+    rnd((1, 2, 2, 5), F16),
+    *_BN_C,
+    is_training=False,
+    rtol=5e-3,
+    atol=5e-3,
+    compare=(0, 1, 2),
+)
+rec(
+    "FusedBatchNormV3",
+    rnd((2, 5, 3, 3)),
+    *_BN_C,
+    is_training=True,
+    data_format="NCHW",
+    epsilon=0.01,
+    rtol=1e-4,
+    atol=1e-4,
+    compare=(0, 1, 2),
+)
 rec("FusedBatchNormV3", _BN_X, *_BN_C[:3], rnd((4,)), is_training=False, compare=(0,))
-for _r, _bias, _alpha, _beta in ((5, 1.0, 1.0, 0.5), (2, 2.0, 1e-4, 0.75), (0, 1.0, 0.5, 1.0), (1, 0.5, 2.0, 0.3)):
-    rec("LRN", rnd((2, 3, 3, 8), F32, -2, 2), depth_radius=_r, bias=_bias, alpha=_alpha, beta=_beta, rtol=1e-5, atol=1e-5)
+for _r, _bias, _alpha, _beta in (
+    (5, 1.0, 1.0, 0.5),
+    (2, 2.0, 1e-4, 0.75),
+    (0, 1.0, 0.5, 1.0),
+    (1, 0.5, 2.0, 0.3),
+):
+    rec(
+        "LRN",
+        rnd((2, 3, 3, 8), F32, -2, 2),
+        depth_radius=_r,
+        bias=_bias,
+        alpha=_alpha,
+        beta=_beta,
+        rtol=1e-5,
+        atol=1e-5,
+    )
 rec("LRN", rnd((1, 2, 2, 4), F16, -2, 2), depth_radius=1, rtol=3e-3, atol=3e-3)
 
 # --------------------------------------------------------------------------- top k
@@ -815,14 +1009,233 @@ rec("TopKV2", rnd((2, 5), I8, -9, 9), a(2, I32))
 
 for _align, _half in ((False, False), (True, False), (False, True)):
     for _size in ([4, 6], [2, 2], [7, 3], [1, 1], [5, 5]):
-        rec("ResizeBilinear", rnd((2, 3, 4, 2)), a(_size, I32), align_corners=_align, half_pixel_centers=_half, rtol=1e-5, atol=1e-5)
-        rec("ResizeNearestNeighbor", rnd((1, 3, 4, 2)), a(_size, I32), align_corners=_align, half_pixel_centers=_half)
-    rec("ResizeBilinear", rnd((1, 5, 5, 1), U8, 0, 255), a([8, 3], I32), align_corners=_align, half_pixel_centers=_half, rtol=1e-5, atol=1e-4)
-    rec("ResizeBilinear", rnd((1, 4, 4, 1), F64), a([9, 9], I32), align_corners=_align, half_pixel_centers=_half, rtol=1e-5, atol=1e-5)
-    rec("ResizeNearestNeighbor", rnd((1, 5, 7, 1), I32, 0, 99), a([11, 3], I32), align_corners=_align, half_pixel_centers=_half)
-    rec("ResizeNearestNeighbor", rnd((1, 224, 224, 1), U8, 0, 255), a([299, 150], I32), align_corners=_align, half_pixel_centers=_half)
-    rec("ResizeBilinear", rnd((1, 224, 224, 1)), a([299, 150], I32), align_corners=_align, half_pixel_centers=_half, rtol=1e-5, atol=1e-4)
+        rec(
+            "ResizeBilinear",
+            rnd((2, 3, 4, 2)),
+            a(_size, I32),
+            align_corners=_align,
+            half_pixel_centers=_half,
+            rtol=1e-5,
+            atol=1e-5,
+        )
+        rec(
+            "ResizeNearestNeighbor",
+            rnd((1, 3, 4, 2)),
+            a(_size, I32),
+            align_corners=_align,
+            half_pixel_centers=_half,
+        )
+    rec(
+        "ResizeBilinear",
+        rnd((1, 5, 5, 1), U8, 0, 255),
+        a([8, 3], I32),
+        align_corners=_align,
+        half_pixel_centers=_half,
+        rtol=1e-5,
+        atol=1e-4,
+    )
+    rec(
+        "ResizeBilinear",
+        rnd((1, 4, 4, 1), F64),
+        a([9, 9], I32),
+        align_corners=_align,
+        half_pixel_centers=_half,
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    rec(
+        "ResizeNearestNeighbor",
+        rnd((1, 5, 7, 1), I32, 0, 99),
+        a([11, 3], I32),
+        align_corners=_align,
+        half_pixel_centers=_half,
+    )
+    rec(
+        "ResizeNearestNeighbor",
+        rnd((1, 224, 224, 1), U8, 0, 255),
+        a([299, 150], I32),
+        align_corners=_align,
+        half_pixel_centers=_half,
+    )
+    rec(
+        "ResizeBilinear",
+        rnd((1, 224, 224, 1)),
+        a([299, 150], I32),
+        align_corners=_align,
+        half_pixel_centers=_half,
+        rtol=1e-5,
+        atol=1e-4,
+    )
 rec("ResizeBilinear", rnd((1, 2, 2, 1)), a([4, 4], I32), align_corners=True, half_pixel_centers=True)
 rec("ResizeBilinear", rnd((1, 2, 2, 1)), a([0, 4], I32))
 rec("ResizeNearestNeighbor", rnd((2, 2, 2)), a([4, 4], I32))
 rec("ResizeBilinear", rnd((1, 3, 3, 1), F16), a([5, 2], I32), half_pixel_centers=True, rtol=1e-3, atol=1e-3)
+
+# --------------------------------------------------------------------------- more array ops
+
+rec("StridedSliceGrad", a([4, 5], I32), a([1, 0], I32), a([3, 5], I32), a([1, 2], I32), rnd((2, 3)))
+rec("StridedSliceGrad", a([3, 4], I64), a([0, -1], I64), a([0, 0], I64), a([1, -1], I64), rnd((3, 3)), begin_mask=1, end_mask=1)
+rec("StridedSliceGrad", a([3, 4], I32), a([1], I32), a([2], I32), a([1], I32), rnd((4,)), shrink_axis_mask=1)
+rec("StridedSliceGrad", a([3, 4], I32), a([0, 0], I32), a([0, 0], I32), a([1, 1], I32), rnd((1, 3, 4)), new_axis_mask=1, ellipsis_mask=2)
+rec("TensorStridedSliceUpdate", rnd((4, 5)), a([1, 0], I32), a([3, 5], I32), a([1, 2], I32), rnd((2, 3)))
+rec("TensorStridedSliceUpdate", rnd((4,), I32, 0, 9), a([-1], I32), a([0], I32), a([-1], I32), a([7, 8, 9], I32))
+rec("TensorStridedSliceUpdate", rnd((4, 5)), a([1], I32), a([2], I32), a([1], I32), rnd((5,)), shrink_axis_mask=1)
+for _block, _pads in (([2, 2], [[0, 0], [0, 0]]), ([2, 3], [[1, 1], [0, 2]]), ([1, 2], [[0, 0], [1, 1]])):
+    rec("SpaceToBatchND", rnd((2, 4, 6, 3)), a(_block, I32), a(_pads, I32))
+    _sb_in = rnd((2 * _block[0] * _block[1], 3, 4, 2))
+    rec("BatchToSpaceND", _sb_in, a(_block, I32), a(_pads, I32))
+rec("SpaceToBatchND", rnd((1, 6, 2)), a([3], I64), a([[0, 0]], I64))
+rec("SpaceToBatchND", rnd((1, 5, 2)), a([2], I32), a([[0, 0]], I32))
+rec("BatchToSpaceND", rnd((4, 3, 2)), a([2], I32), a([[1, 0]], I32))
+rec("BatchToSpaceND", rnd((3, 3, 2)), a([2], I32), a([[0, 0]], I32))
+rec("SpaceToBatch", rnd((1, 4, 4, 1)), a([[0, 0], [0, 0]], I32), block_size=2)
+rec("BatchToSpace", rnd((4, 2, 2, 1)), a([[0, 0], [0, 0]], I32), block_size=2)
+rec("DataFormatVecPermute", a([1, 2, 3, 4], I32))
+rec("DataFormatVecPermute", a([1, 2, 3, 4], I64), src_format="NCHW", dst_format="NHWC")
+rec("DataFormatVecPermute", a([[1, 2], [3, 4], [5, 6], [7, 8]], I32))
+rec("DataFormatVecPermute", a([7, 9], I32))
+rec("DataFormatDimMap", a([0, 1, 2, 3, -1, -4], I32))
+rec("DataFormatDimMap", a([1, 3], I64), src_format="NCHW", dst_format="NHWC")
+rec("ConcatOffset", a(1, I32), [a([2, 3, 4], I32), a([2, 5, 4], I32), a([2, 1, 4], I32)])
+rec("ConcatOffset", a(-1, I32), [a([2, 3], I32), a([2, 5], I32)])
+rec("Diag", rnd((3,)))
+rec("Diag", rnd((2, 2), I32, 0, 9))
+rec("DiagPart", rnd((3, 3)))
+rec("DiagPart", rnd((2, 3, 2, 3), I64, 0, 9))
+rec("DiagPart", rnd((2, 3)))
+rec("Empty", a([2, 3], I32), dtype=dt("float"), init=True)
+rec("Bitcast", a([1.0, -2.0]), type=dt("int32"))
+rec("Bitcast", a([1, 256], I32), type=dt("uint8"))
+rec("Bitcast", a([[1, 2, 3, 4]], U8), type=dt("int32"))
+rec("Bitcast", a([1.5], F64), type=dt("int64"))
+rec("Roll", rnd((3, 4)), a(1, I32), a(0, I32))
+rec("Roll", rnd((3, 4)), a([-1, 2], I32), a([0, 1], I32))
+rec("Roll", rnd((3, 4), I32, 0, 9), a([5, 2], I64), a([1, 1], I64))
+rec("Roll", rnd((3, 4)), a([1], I32), a([2], I32))
+rec("ListDiff", a([1, 2, 3, 4, 2, 6], I32), a([2, 4, 9], I32))
+rec("ListDiff", a([1.5, 2.5], F32), a([], F32), out_idx=dt("int64"))
+
+# --------------------------------------------------------------------------- more math ops
+
+rec("Complex", rnd((2, 3)), rnd((3,)))
+rec("Complex", rnd((2,), F64), rnd((2,), F64), Tout=dt("complex128"))
+rec("Angle", a([1 + 1j, -1 + 0j, -1j, 0j], np.complex64))
+rec("Real", a([1 + 2j, -3j], np.complex64))
+rec("Imag", a([1 + 2j, -3j], np.complex128), Tout=dt("double"))
+rec("ComplexAbs", a([3 + 4j, -1j], np.complex64))
+rec("Conj", a([3 + 4j, -1j], np.complex64))
+for _dt in (I8, U8, I32, I64, U16):
+    rec("PopulationCount", rnd((5,), _dt, 0, 100))
+rec("PopulationCount", a([-1, -128], I8))
+rec("Cross", rnd((2, 3)), rnd((2, 3)))
+rec("Cross", rnd((3,), I32, -5, 5), rnd((3,), I32, -5, 5))
+rec("Cross", rnd((2,)), rnd((2,)))
+for _op in ("SigmoidGrad", "TanhGrad", "RsqrtGrad", "SqrtGrad", "ReciprocalGrad", "InvGrad"):
+    rec(_op, rnd((3, 4), F32, 0.5, 2), rnd((3, 4)))
+    rec(_op, rnd((3,), F64, 0.5, 2), rnd((3,), F64))
+for _op in ("ReluGrad", "Relu6Grad", "EluGrad", "SoftplusGrad", "SoftsignGrad"):
+    rec(_op, rnd((3, 4)), a(np.linspace(-8, 8, 12).reshape(3, 4)))
+    rec(_op, rnd((3,), F64), a([-1.0, 0.0, 7.0], F64))
+rec("LeakyReluGrad", rnd((4,)), a([-1.0, 0.0, 0.5, 3.0]), alpha=0.3)
+for _op in ("SegmentSumV2", "SegmentMaxV2", "SegmentMinV2", "SegmentProdV2"):
+    rec(_op, _DATA, a([0, 0, 1, 3, 3, 3], I32), a(5, I32))
+rec("CumulativeLogsumexp", rnd((3, 4)), a(1, I32))
+rec("CumulativeLogsumexp", rnd((3, 4), F64), a(0, I32), exclusive=True, reverse=True)
+rec("CumulativeLogsumexp", rnd((5,)), a(0, I32), reverse=True)
+rec("HistogramFixedWidth", a([-1.0, 0.0, 1.5, 2.0, 5.0, 15.0]), a([0.0, 5.0]), a(5, I32))
+rec("HistogramFixedWidth", rnd((20,), I32, 0, 30), a([0, 30], I32), a(4, I32), dtype=dt("int64"))
+rec("HistogramFixedWidth", rnd((3,)), a([1.0, 0.0]), a(2, I32))
+rec("LogMatrixDeterminant", _SPD)
+rec("LogMatrixDeterminant", rnd((2, 3, 3)), rtol=1e-4, atol=1e-4)
+rec("MatrixSolve", _SPD, rnd((3, 2), F64))
+rec("MatrixSolve", _SPD, rnd((3, 1), F64), adjoint=True)
+rec("MatrixSolve", (rnd((2, 3, 3)) + 4 * np.eye(3, dtype=F32)).astype(F32), rnd((2, 3, 2)), rtol=1e-4, atol=1e-4)
+
+# --------------------------------------------------------------------------- more nn ops
+
+rec("NthElement", rnd((3, 5)), a(0, I32))
+rec("NthElement", rnd((3, 5)), a(4, I32), reverse=True)
+rec("NthElement", rnd((2, 6), I32, 0, 4), a(2, I32))
+rec("NthElement", rnd((5,)), a(5, I32))
+rec("InTopKV2", a([[0.1, 0.8, 0.1], [0.3, 0.3, 0.4], [0.5, 0.5, 0.0]]), a([1, 0, 1], I32), a(1, I32))
+rec("InTopKV2", a([[0.1, 0.8, 0.1], [0.3, 0.3, 0.4], [np.nan, 0.5, 0.0]]), a([2, 1, 0], I64), a(2, I64))
+rec("InTopKV2", a([[0.1, 0.8], [0.3, 0.3]]), a([2, -1], I32), a(1, I32))
+rec("BiasAddGrad", rnd((2, 3, 4)))
+rec("BiasAddGrad", rnd((2, 3, 4, 5)), data_format="NCHW")
+rec("BiasAddGrad", rnd((6, 3), F64))
+rec("SoftmaxCrossEntropyWithLogits", rnd((3, 4)), a(np.eye(4)[[0, 2, 3]], F32))
+rec("SoftmaxCrossEntropyWithLogits", rnd((3, 4), F64), rnd((3, 4), F64, 0, 1))
+rec("SoftmaxCrossEntropyWithLogits", rnd((3, 4)), a(np.eye(4)[[1]], F32))
+rec("SparseSoftmaxCrossEntropyWithLogits", rnd((3, 4)), a([0, 3, 1], I32))
+rec("SparseSoftmaxCrossEntropyWithLogits", rnd((2, 5), F64), a([4, 0], I64))
+rec("SparseSoftmaxCrossEntropyWithLogits", rnd((2, 5)), a([5, 0], I32))
+rec("BatchNormWithGlobalNormalization", _BN_X, *_BN_C[2:], _BN_C[1], _BN_C[0], variance_epsilon=0.001, scale_after_normalization=True, rtol=1e-5, atol=1e-5)
+rec("BatchNormWithGlobalNormalization", _BN_X, *_BN_C[2:], _BN_C[1], _BN_C[0], variance_epsilon=0.01, scale_after_normalization=False, rtol=1e-5, atol=1e-5)
+for _pad in ("VALID", "SAME"):
+    rec("ExtractImagePatches", rnd((2, 5, 6, 3)), ksizes=[1, 3, 2, 1], strides=[1, 2, 1, 1], rates=[1, 1, 1, 1], padding=_pad)
+    rec("ExtractImagePatches", rnd((1, 7, 7, 2), I32, 0, 99), ksizes=[1, 2, 2, 1], strides=[1, 3, 3, 1], rates=[1, 2, 2, 1], padding=_pad)
+    rec("MaxPoolWithArgmax", rnd((2, 5, 6, 3)), ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding=_pad)
+    rec("MaxPoolWithArgmax", rnd((2, 4, 4, 2)), ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1], padding=_pad, include_batch_in_index=True)
+rec("MaxPoolWithArgmax", rnd((1, 4, 4, 1)), ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID", Targmax=dt("int32"))
+
+# --------------------------------------------------------------------------- spectral and fake quant
+
+for _op, _rank in (("FFT", 1), ("IFFT", 1), ("FFT2D", 2), ("IFFT2D", 2), ("FFT3D", 3), ("IFFT3D", 3)):
+    _z = (rnd((2, 3, 4, 5)) + 1j * rnd((2, 3, 4, 5))).astype(np.complex64)
+    rec(_op, _z, rtol=1e-4, atol=1e-4)
+    rec(_op, _z.astype(np.complex128)[0])
+for _op, _rank in (("RFFT", 1), ("RFFT2D", 2), ("RFFT3D", 3)):
+    for _n in (6, 5, 9):
+        rec(_op, rnd((2, 4, 6, 6)), a([_n] * _rank, I32), rtol=1e-4, atol=1e-4)
+    rec(_op, rnd((3, 4, 4), F64), a([4] * _rank, I32), Tcomplex=dt("complex128"))
+for _op, _rank in (("IRFFT", 1), ("IRFFT2D", 2), ("IRFFT3D", 3)):
+    _z = (rnd((2, 4, 6, 4)) + 1j * rnd((2, 4, 6, 4))).astype(np.complex64)
+    for _n in (6, 7, 4):
+        rec(_op, _z, a([_n] * _rank, I32), rtol=1e-4, atol=1e-4)
+rec("RFFT", rnd((3,)), a([0], I32))
+rec("IRFFT", (rnd((3,)) + 0j).astype(np.complex64), a([0], I32))
+_FQ = a(np.linspace(-8, 8, 41))
+rec("FakeQuantWithMinMaxArgs", _FQ)
+rec("FakeQuantWithMinMaxArgs", _FQ, min=-1.0, max=3.0, num_bits=4)
+rec("FakeQuantWithMinMaxArgs", _FQ, min=0.1, max=2.5, narrow_range=True)
+rec("FakeQuantWithMinMaxArgs", _FQ, min=-5.3, max=-0.2, num_bits=16)
+rec("FakeQuantWithMinMaxArgs", _FQ, min=2.0, max=1.0)
+rec("FakeQuantWithMinMaxVars", _FQ, a(-2.0), a(6.3))
+rec("FakeQuantWithMinMaxVars", _FQ, a(0.5), a(1.0), num_bits=3, narrow_range=True)
+rec("FakeQuantWithMinMaxVarsPerChannel", rnd((4, 3), F32, -4, 4), a([-1.0, -3.0, 0.2]), a([1.0, 2.0, 3.7]))
+
+# --------------------------------------------------------------------------- more image ops
+
+_BOXES = a([[0.1, 0.2, 0.6, 0.9], [0.0, 0.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5], [-0.2, 0.3, 1.3, 0.8], [0.9, 0.7, 0.2, 0.1]])
+for _method in ("bilinear", "nearest"):
+    rec("CropAndResize", rnd((2, 6, 7, 3)), _BOXES, a([0, 1, 0, 1, 0], I32), a([4, 5], I32), method=_method, rtol=1e-5, atol=1e-5)
+    rec("CropAndResize", rnd((1, 5, 5, 1), U8, 0, 255), _BOXES, a([0] * 5, I32), a([1, 3], I32), method=_method, extrapolation_value=-1.0, rtol=1e-5, atol=1e-4)
+rec("CropAndResize", rnd((1, 5, 5, 1)), _BOXES[:1], a([2], I32), a([2, 2], I32))
+_RGB = rnd((2, 3, 4, 3), F32, 0, 1)
+_RGB[0, 0, 0] = [0.5, 0.5, 0.5]
+_RGB[0, 0, 1] = [0.0, 0.0, 0.0]
+_RGB[0, 0, 2] = [1.0, 0.2, 0.2]
+rec("RGBToHSV", _RGB)
+rec("RGBToHSV", _RGB.astype(F64))
+rec("HSVToRGB", rnd((2, 4, 3), F32, 0, 1))
+rec("HSVToRGB", a([[0.0, 1.0, 1.0], [1 / 6, 1.0, 1.0], [0.5, 0.5, 0.5], [5 / 6, 0.2, 0.9], [1.0, 1.0, 1.0]]))
+for _scale in (0.0, 0.5, 2.0):
+    rec("AdjustSaturation", _RGB, a(_scale), rtol=1e-5, atol=1e-5)
+for _factor in (0.5, 2.0, -1.0):
+    rec("AdjustContrastv2", _RGB, a(_factor), rtol=1e-5, atol=1e-5)
+rec("AdjustContrastv2", rnd((4, 4, 1), F16, 0, 1), a(1.5), rtol=2e-3, atol=2e-3)
+_NB = a([[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, -0.1, 1, 0.9], [0, 10, 1, 11], [0, 10.1, 1, 11.1], [0, 100, 1, 101], [1, 1, 0, 0]])
+_NS = a([0.9, 0.75, 0.6, 0.95, 0.5, 0.3, 0.9])
+rec("NonMaxSuppressionV3", _NB, _NS, a(3, I32), a(0.5), a(0.0))
+rec("NonMaxSuppressionV3", _NB, _NS, a(10, I32), a(0.5), a(0.55))
+rec("NonMaxSuppressionV3", _NB, _NS, a(10, I32), a(1.0), a(-np.inf))
+rec("NonMaxSuppressionV3", a([[0, 0, 1, 1], [0, 0, 1, 0.5]]), a([0.9, 0.8]), a(5, I32), a(0.5), a(0.0))
+rec("NonMaxSuppressionV3", _NB, a([0.5] * 7), a(4, I32), a(0.0), a(0.0))
+rec("NonMaxSuppressionV3", rnd((0, 4)), rnd((0,)), a(4, I32), a(0.5), a(0.0))
+rec("NonMaxSuppressionV2", _NB, _NS, a(2, I32), a(0.3))
+rec("NonMaxSuppression", _NB, _NS, a(4, I32), iou_threshold=0.4)
+rec("NonMaxSuppressionV4", _NB, _NS, a(5, I32), a(0.5), a(0.0), pad_to_max_output_size=True)
+rec("NonMaxSuppressionV4", _NB, _NS, a(5, I32), a(0.5), a(0.0))
+rec("NonMaxSuppressionV5", _NB, _NS, a(6, I32), a(0.5), a(0.0), a(0.0), pad_to_max_output_size=True)
+rec("NonMaxSuppressionV3", _NB, _NS, a(-1, I32), a(0.5), a(0.0))
+rec("NonMaxSuppressionV3", _NB, _NS, a(3, I32), a(1.5), a(0.0))

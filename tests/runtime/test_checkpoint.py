@@ -91,3 +91,34 @@ def test_directory_resolves_through_checkpoint_state(tmp_path):
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-5"\n')
     assert latest_checkpoint(str(tmp_path)) == str(tmp_path / "model.ckpt-5")
     assert load_checkpoint(str(tmp_path)).get_tensor("v").tolist() == [0, 1, 2]
+
+
+def test_restore_v2_kernel_reads_whole_tensors_and_slices():
+    from runtime.kernels import lookup
+
+    m = manifest("loader_partitioned_sharded")
+    prefix = np.array(str(m["export_path"] / "variables" / "variables").encode(), dtype=object)
+    restore = lookup("RestoreV2")
+    assert restore is not None and restore.stateful
+    names = np.array([b"names", b"tall", b"tall"], dtype=object)
+    specs = np.array([b"", b"", b"20000 2 6667,6667:-"], dtype=object)
+    names_value, tall, part = restore.fn(prefix, names, specs, dtypes=[dtypes.DT_STRING, dtypes.DT_FLOAT, 1])
+    assert names_value.tolist() == [b"alpha", b"beta", b"gamma", b"delta"]
+    assert np.array_equal(part, tall[6667:13334])
+    with pytest.raises(
+        errors.InvalidArgumentError, match="expected dtype double does not equal original dtype float"
+    ):
+        restore.fn(prefix, names[1:2], specs[1:2], dtypes=[dtypes.DT_DOUBLE])
+    with pytest.raises(errors.NotFoundError, match="Key missing not found in checkpoint"):
+        restore.fn(prefix, np.array([b"missing"], object), np.array([b""], object), dtypes=[1])
+
+
+def test_saver_string_ops_and_write_ops():
+    from runtime.kernels import lookup
+
+    joined = lookup("StringJoin").fn([np.array(b"a", object), np.array([b"x", b"y"], object)], separator="/")
+    assert joined.tolist() == [b"a/x", b"a/y"]
+    name = lookup("ShardedFilename").fn(np.array(b"model", object), np.int32(1), np.int32(2))
+    assert name.item() == b"model-00001-of-00002"
+    with pytest.raises(errors.UnimplementedError, match="SaveV2 is not supported"):
+        lookup("SaveV2").fn()

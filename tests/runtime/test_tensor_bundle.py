@@ -155,3 +155,18 @@ def test_shape_and_slice_parsing():
     for bad in ("10 3 0,4", "x y", "10 0,11"):
         with pytest.raises(errors.InvalidArgumentError):
             parse_shape_and_slice(bad)
+
+
+def test_tensorflow_multi_block_index_lookups():
+    from tests.loader.corpus import manifest
+
+    m = manifest("loader_many_variables")
+    path = m["export_path"] / "variables" / "variables.index"
+    t = Table(path.read_bytes(), str(path))
+    assert len(t._index) >= 3  # TF cut the index into several data blocks
+    items = list(t.items())
+    assert len(items) == 2501  # header + one entry per variable
+    assert all(t.get(key) == value for key, value in items)
+    assert t.get(items[-1][0] + b"\x00") is None
+    reader = BundleReader(str(path)[: -len(".index")])
+    assert sorted(reader.keys()) == sorted(m["variables"])

@@ -71,7 +71,9 @@ SIGNATURES = {
     "regress_x_to_y": sig({"inputs": "tf_example:0"}, {"outputs": "y:0"}, REGRESS),
     "regress_flat": sig({"inputs": "tf_example:0"}, {"outputs": "y_flat:0"}, REGRESS),
     "regress_other_input": sig({"inputs": "other:0"}, {"outputs": "y_other_input:0"}, REGRESS),
-    "classes_and_scores": sig({"inputs": "tf_example:0"}, {"classes": "classes2:0", "scores": "scores2:0"}, CLASSIFY),
+    "classes_and_scores": sig(
+        {"inputs": "tf_example:0"}, {"classes": "classes2:0", "scores": "scores2:0"}, CLASSIFY
+    ),
     "classes_only": sig({"inputs": "tf_example:0"}, {"classes": "classes2:0"}, CLASSIFY),
     "two_inputs": sig({"inputs": "tf_example:0", "b": "b:0"}, {"scores": "y:0"}, CLASSIFY),
     "three_outputs": sig({"inputs": "tf_example:0"}, {"scores": "y:0", "a": "a:0", "b": "b:0"}, CLASSIFY),
@@ -81,7 +83,9 @@ SIGNATURES = {
     "scores_vector": sig({"inputs": "tf_example:0"}, {"scores": "vec:0"}, CLASSIFY),
     "classes_float": sig({"inputs": "tf_example:0"}, {"classes": "y:0"}, CLASSIFY),
     "scores_batch": sig({"inputs": "tf_example:0"}, {"scores": "batch_plus_one:0"}, CLASSIFY),
-    "classes_scores_mismatch": sig({"inputs": "tf_example:0"}, {"classes": "classes3:0", "scores": "scores2:0"}, CLASSIFY),
+    "classes_scores_mismatch": sig(
+        {"inputs": "tf_example:0"}, {"classes": "classes3:0", "scores": "scores2:0"}, CLASSIFY
+    ),
     "regress_wide": sig({"inputs": "tf_example:0"}, {"outputs": "wide:0"}, REGRESS),
     "regress_double": sig({"inputs": "tf_example:0"}, {"outputs": "double:0"}, REGRESS),
     "regress_batch": sig({"inputs": "tf_example:0"}, {"outputs": "batch_plus_one:0"}, REGRESS),
@@ -98,7 +102,9 @@ class FakeCore:
 
     def servable_handle(self, model_spec):
         if model_spec.name != "half_plus_two":
-            raise errors.NotFoundError(None, None, f"Servable not found for request: Latest({model_spec.name})")
+            raise errors.NotFoundError(
+                None, None, f"Servable not found for request: Latest({model_spec.name})"
+            )
         return self.servable
 
 
@@ -116,7 +122,9 @@ def with_examples(req, *xs, context=None):
     else:
         req.input.example_list_with_context.context.CopyFrom(example(**context))
         for x in xs:
-            req.input.example_list_with_context.examples.append(example(x=x) if x is not None else example(z=0))
+            req.input.example_list_with_context.examples.append(
+                example(x=x) if x is not None else example(z=0)
+            )
     return req
 
 
@@ -163,12 +171,17 @@ def test_classify_classes_and_scores():
     got = [[(c.label, c.score) for c in cl.classes] for cl in response.result.classifications]
     assert got == [[("pos", 2.0), ("neg", -2.0)], [("pos", 4.0), ("neg", -4.0)]]
     response = classify(FakeCore(), classification("classes_only", 1.0))
-    assert [(c.label, c.score) for c in response.result.classifications[0].classes] == [("pos", 0), ("neg", 0)]
+    assert [(c.label, c.score) for c in response.result.classifications[0].classes] == [
+        ("pos", 0),
+        ("neg", 0),
+    ]
 
 
 def test_empty_signature_name_is_serving_default_in_response():
     core = FakeCore()
-    core.servable.bundle.meta_graph_def.signature_def["serving_default"].CopyFrom(SIGNATURES["classify_x_to_y"])
+    core.servable.bundle.meta_graph_def.signature_def["serving_default"].CopyFrom(
+        SIGNATURES["classify_x_to_y"]
+    )
     response = classify(core, classification("", 2.0))
     assert response.model_spec.signature_name == "serving_default"
 
@@ -190,7 +203,8 @@ CLASSIFY_ERRORS = {
     "three outputs": (classification("three_outputs", 1.0), "Expected one or two output Tensors, found 3"),
     "no inputs key": (
         classification("no_inputs_key", 1.0),
-        "No classification inputs found in SignatureDef: " + signatures.debug_string(SIGNATURES["no_inputs_key"]),
+        "No classification inputs found in SignatureDef: "
+        + signatures.debug_string(SIGNATURES["no_inputs_key"]),
     ),
     "regression signature": (
         classification("regress_x_to_y", 1.0),
@@ -203,7 +217,10 @@ CLASSIFY_ERRORS = {
         classification("scores_vector", 1.0),
         "Expected Tensor shape: [batch_size num_classes] but got [1]",
     ),
-    "classes not strings": (classification("classes_float", 1.0), "Expected classes Tensor of DT_STRING. Got: DT_FLOAT"),
+    "classes not strings": (
+        classification("classes_float", 1.0),
+        "Expected classes Tensor of DT_STRING. Got: DT_FLOAT",
+    ),
     "scores batch": (classification("scores_batch", 1.0), "Expected scores output batch size of 1. Got: 2"),
     "classes and scores disagree": (
         classification("classes_scores_mismatch", 1.0),
@@ -227,7 +244,10 @@ def test_classify_method_name_check_when_enabled():
 
 
 def test_classify_unknown_model_is_not_found():
-    assert error_of(classify, FakeCore(), classification("classify_x_to_y", 1.0, model="x"))[0] == errors.NOT_FOUND
+    assert (
+        error_of(classify, FakeCore(), classification("classify_x_to_y", 1.0, model="x"))[0]
+        == errors.NOT_FOUND
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,7 +258,10 @@ def test_regress_like_tf_serving_integration_test():
     core = FakeCore()
     response = regress(core, regression("regress_x_to_y", 2.0))
     assert [r.value for r in response.result.regressions] == [3.0]
-    assert (response.model_spec.name, response.model_spec.signature_name) == ("half_plus_two", "regress_x_to_y")
+    assert (response.model_spec.name, response.model_spec.signature_name) == (
+        "half_plus_two",
+        "regress_x_to_y",
+    )
     assert response.model_spec.version.value == 123
 
 
@@ -256,15 +279,22 @@ REGRESS_ERRORS = {
     "two outputs": (regression("regress_two_outputs", 1.0), "Expected one output Tensor."),
     "classification signature": (
         regression("classify_x_to_y", 1.0),
-        "No regression outputs found in SignatureDef: " + signatures.debug_string(SIGNATURES["classify_x_to_y"]),
+        "No regression outputs found in SignatureDef: "
+        + signatures.debug_string(SIGNATURES["classify_x_to_y"]),
     ),
     "empty input": (regression("regress_x_to_y"), "Input is empty."),
     "wide output": (
         regression("regress_wide", 1.0),
         "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got [1,2]",
     ),
-    "batch mismatch": (regression("regress_batch", 1.0), "Input batch size did not match output batch size: 1 vs. 2"),
-    "double output": (regression("regress_double", 1.0), "Expected output Tensor of DT_FLOAT.  Got: DT_DOUBLE"),
+    "batch mismatch": (
+        regression("regress_batch", 1.0),
+        "Input batch size did not match output batch size: 1 vs. 2",
+    ),
+    "double output": (
+        regression("regress_double", 1.0),
+        "Expected output Tensor of DT_FLOAT.  Got: DT_DOUBLE",
+    ),
 }
 
 
@@ -313,7 +343,9 @@ def test_multi_inference_like_tf_serving_integration_test():
 
 def test_multi_inference_feeds_every_task_input_the_same_examples():
     core = FakeCore()
-    req = multi(("half_plus_two", "regress_x_to_y", REGRESS), ("half_plus_two", "regress_other_input", REGRESS))
+    req = multi(
+        ("half_plus_two", "regress_x_to_y", REGRESS), ("half_plus_two", "regress_other_input", REGRESS)
+    )
     response = multi_inference(core, req)
     assert [r.regression_result.regressions[0].value for r in response.results] == [3.0, 3.0]
     feeds = core.session.runs[0][1]
@@ -346,11 +378,16 @@ MULTI_ERRORS = {
         errors.UNIMPLEMENTED,
         "Unsupported signature method_name: tensorflow/serving/predict",
     ),
-    "empty input": (multi(("half_plus_two", "regress_x_to_y", REGRESS), xs=()), errors.INVALID_ARGUMENT, "Input is empty."),
+    "empty input": (
+        multi(("half_plus_two", "regress_x_to_y", REGRESS), xs=()),
+        errors.INVALID_ARGUMENT,
+        "Input is empty.",
+    ),
     "wrong signature kind": (
         multi(("half_plus_two", "classify_x_to_y", REGRESS)),
         errors.INVALID_ARGUMENT,
-        "No regression outputs found in SignatureDef: " + signatures.debug_string(SIGNATURES["classify_x_to_y"]),
+        "No regression outputs found in SignatureDef: "
+        + signatures.debug_string(SIGNATURES["classify_x_to_y"]),
     ),
     "first task's model is unknown": (
         multi(("nope", "regress_x_to_y", REGRESS)),

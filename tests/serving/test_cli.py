@@ -45,7 +45,11 @@ FORMS = {
         "grpc_channel_arguments",
         "grpc.max_connection_age_ms=2000,grpc.lb_policy_name=grpclb",
     ),
-    "prefix is not a match": (["--model_config_file_poll_wait_seconds=5"], "model_config_file_poll_wait_seconds", 5),
+    "prefix is not a match": (
+        ["--model_config_file_poll_wait_seconds=5"],
+        "model_config_file_poll_wait_seconds",
+        5,
+    ),
     "value with =": (["--model_base_path=/a=b"], "model_base_path", "/a=b"),
 }
 

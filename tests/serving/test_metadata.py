@@ -18,11 +18,15 @@ class FakeCore:
         mgd.signature_def["serving_default"].inputs["x"].name = "x:0"
         mgd.signature_def["__saved_model_init_op"].outputs["__saved_model_init_op"].name = "NoOp"
         self.mgd = mgd
-        self.servable = Servable("default", 123, SimpleNamespace(meta_graph_def=mgd, signature_defs=mgd.signature_def))
+        self.servable = Servable(
+            "default", 123, SimpleNamespace(meta_graph_def=mgd, signature_defs=mgd.signature_def)
+        )
 
     def servable_handle(self, model_spec):
         if model_spec.name != "default":
-            raise errors.NotFoundError(None, None, f"Servable not found for request: Latest({model_spec.name})")
+            raise errors.NotFoundError(
+                None, None, f"Servable not found for request: Latest({model_spec.name})"
+            )
         return self.servable
 
 
@@ -51,10 +55,22 @@ def test_signature_def_map_in_an_any():
 @pytest.mark.parametrize(
     "req, code, text",
     [
-        (get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"]), errors.INVALID_ARGUMENT, "Missing ModelSpec"),
-        (request(), errors.INVALID_ARGUMENT, "GetModelMetadataRequest must specify at least one metadata_field"),
+        (
+            get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"]),
+            errors.INVALID_ARGUMENT,
+            "Missing ModelSpec",
+        ),
+        (
+            request(),
+            errors.INVALID_ARGUMENT,
+            "GetModelMetadataRequest must specify at least one metadata_field",
+        ),
         (request("signature_def", "foo"), errors.INVALID_ARGUMENT, "Metadata field foo is not supported"),
-        (request("signature_def", name="nope"), errors.NOT_FOUND, "Servable not found for request: Latest(nope)"),
+        (
+            request("signature_def", name="nope"),
+            errors.NOT_FOUND,
+            "Servable not found for request: Latest(nope)",
+        ),
     ],
     ids=["missing model spec", "no field", "unsupported field", "unknown model"],
 )

@@ -58,7 +58,9 @@ class FakeCore:
 
     def servable_handle(self, model_spec):
         if model_spec.name not in self.servables:
-            raise errors.NotFoundError(None, None, f"Servable not found for request: Latest({model_spec.name})")
+            raise errors.NotFoundError(
+                None, None, f"Servable not found for request: Latest({model_spec.name})"
+            )
         return self.servables[model_spec.name]
 
 
@@ -74,7 +76,9 @@ def half_plus_two(options=None, extra_signatures=None):
     mgd = meta_graph_pb2.MetaGraphDef()
     defs = {
         "serving_default": signature({"x": tensor_info("x:0")}, {"y": tensor_info("y:0")}),
-        "two_outputs": signature({"x": tensor_info("x:0")}, {"y": tensor_info("y:0"), "y2": tensor_info("y2:0")}),
+        "two_outputs": signature(
+            {"x": tensor_info("x:0")}, {"y": tensor_info("y:0"), "y2": tensor_info("y2:0")}
+        ),
         "classify_x2_to_y3": signature(
             {"inputs": tensor_info("x2:0")}, {"scores": tensor_info("y3:0")}, "tensorflow/serving/classify"
         ),
@@ -271,7 +275,9 @@ ERRORS = {
         "Expects arg[0] to be int32 but int64 is provided",
     ),
     "unparsable tensor": (
-        lambda: request(x=tensor_pb2.TensorProto(dtype=FLOAT, tensor_shape={"dim": [{"size": 3}]}, tensor_content=b"1")),
+        lambda: request(
+            x=tensor_pb2.TensorProto(dtype=FLOAT, tensor_shape={"dim": [{"size": 3}]}, tensor_content=b"1")
+        ),
         errors.INVALID_ARGUMENT,
         "tensor parsing error: x",
     ),

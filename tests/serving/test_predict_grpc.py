@@ -25,7 +25,9 @@ from serving.servable import Servable
 
 
 def _xs(serialized):
-    return np.float32([example_pb2.Example.FromString(s).features.feature["x"].float_list.value[0] for s in serialized])
+    return np.float32(
+        [example_pb2.Example.FromString(s).features.feature["x"].float_list.value[0] for s in serialized]
+    )
 
 
 class Session:
@@ -76,11 +78,17 @@ class Core:
     def __init__(self):
         self.session = Session()
         mgd = _mgd()
-        self.servable = Servable("m", 7, SimpleNamespace(session=self.session, meta_graph_def=mgd, signature_defs=mgd.signature_def))
+        self.servable = Servable(
+            "m",
+            7,
+            SimpleNamespace(session=self.session, meta_graph_def=mgd, signature_defs=mgd.signature_def),
+        )
 
     def servable_handle(self, model_spec):
         if model_spec.name != "m":
-            raise errors.NotFoundError(None, None, f"Servable not found for request: Latest({model_spec.name})")
+            raise errors.NotFoundError(
+                None, None, f"Servable not found for request: Latest({model_spec.name})"
+            )
         return self.servable
 
 
@@ -118,8 +126,16 @@ def test_predict_over_grpc_with_deadline(served):
 @pytest.mark.parametrize(
     "req, code, text",
     [
-        (predict_request(name="nope"), grpc.StatusCode.NOT_FOUND, "Servable not found for request: Latest(nope)"),
-        (predict_request(signature="x"), grpc.StatusCode.FAILED_PRECONDITION, 'Serving signature key "x" not found.'),
+        (
+            predict_request(name="nope"),
+            grpc.StatusCode.NOT_FOUND,
+            "Servable not found for request: Latest(nope)",
+        ),
+        (
+            predict_request(signature="x"),
+            grpc.StatusCode.FAILED_PRECONDITION,
+            'Serving signature key "x" not found.',
+        ),
         (predict_pb2.PredictRequest(), grpc.StatusCode.INVALID_ARGUMENT, "Missing ModelSpec"),
     ],
 )
@@ -146,21 +162,33 @@ def _with_example(req, x=2.0):
 
 def test_classify_regress_multi_inference_and_metadata_over_grpc(served):
     _, stub = served
-    req = _with_example(classification_pb2.ClassificationRequest(model_spec={"name": "m", "signature_name": "classify"}))
+    req = _with_example(
+        classification_pb2.ClassificationRequest(model_spec={"name": "m", "signature_name": "classify"})
+    )
     assert stub.Classify(req, timeout=5).result.classifications[0].classes[0].score == 3.0
-    req = _with_example(regression_pb2.RegressionRequest(model_spec={"name": "m", "signature_name": "regress"}))
+    req = _with_example(
+        regression_pb2.RegressionRequest(model_spec={"name": "m", "signature_name": "regress"})
+    )
     assert stub.Regress(req, timeout=5).result.regressions[0].value == 3.0
     req = _with_example(inference_pb2.MultiInferenceRequest())
-    req.tasks.add(model_spec={"name": "m", "signature_name": "regress"}, method_name="tensorflow/serving/regress")
-    req.tasks.add(model_spec={"name": "m", "signature_name": "classify"}, method_name="tensorflow/serving/classify")
+    req.tasks.add(
+        model_spec={"name": "m", "signature_name": "regress"}, method_name="tensorflow/serving/regress"
+    )
+    req.tasks.add(
+        model_spec={"name": "m", "signature_name": "classify"}, method_name="tensorflow/serving/classify"
+    )
     results = stub.MultiInference(req, timeout=5).results
     assert results[0].regression_result.regressions[0].value == 3.0
     assert results[1].classification_result.classifications[0].classes[0].score == 3.0
-    req = get_model_metadata_pb2.GetModelMetadataRequest(model_spec={"name": "m"}, metadata_field=["signature_def"])
+    req = get_model_metadata_pb2.GetModelMetadataRequest(
+        model_spec={"name": "m"}, metadata_field=["signature_def"]
+    )
     response = stub.GetModelMetadata(req, timeout=5)
     signature_def_map = get_model_metadata_pb2.SignatureDefMap()
     response.metadata["signature_def"].Unpack(signature_def_map)
     assert sorted(signature_def_map.signature_def) == ["broken", "classify", "regress", "serving_default"]
     with pytest.raises(grpc.RpcError) as info:
-        stub.Classify(classification_pb2.ClassificationRequest(model_spec={"name": "m", "signature_name": "classify"}))
+        stub.Classify(
+            classification_pb2.ClassificationRequest(model_spec={"name": "m", "signature_name": "classify"})
+        )
     assert (info.value.code(), info.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, "Input is empty.")

@@ -114,7 +114,9 @@ def test_source_polls_and_unaspires_removed_models(tmp_path):
 
 def test_negative_poll_wait_never_polls(tmp_path):
     calls = []
-    source = FileSystemStoragePathSource([ServableToMonitor("a", str(tmp_path))], -1, lambda *a: calls.append(a))
+    source = FileSystemStoragePathSource(
+        [ServableToMonitor("a", str(tmp_path))], -1, lambda *a: calls.append(a)
+    )
     source.start()
     source.stop()
     assert calls == []

@@ -95,9 +95,7 @@ def keras_gru_bidirectional(export_dir: str) -> list[Case]:
     outputs = keras.layers.Dense(1, activation="sigmoid", name="score")(x)
     net = keras.Model(inputs, outputs)
     export(net, export_dir)
-    tokens = np.array(
-        [[3, 7, 1, 0, 0, 0, 0], [5, 5, 5, 5, 5, 5, 5], [19, 2, 0, 0, 0, 0, 0]], np.int32
-    )
+    tokens = np.array([[3, 7, 1, 0, 0, 0, 0], [5, 5, 5, 5, 5, 5, 5], [19, 2, 0, 0, 0, 0, 0]], np.int32)
     return both_signatures({"tokens": tokens}, **LOOSE)
 
 

@@ -67,7 +67,9 @@ def loader_all_dtypes(export_dir: str) -> list[Case]:
         x, y = _x_times_w(w_value)
         sess.run(v1.global_variables_initializer())
         signature = sigs.predict_signature_def({"x": x}, {"y": y})
-        builder.add_meta_graph_and_variables(sess, ["serve"], signature_def_map={"serving_default": signature})
+        builder.add_meta_graph_and_variables(
+            sess, ["serve"], signature_def_map={"serving_default": signature}
+        )
         builder.add_meta_graph(["train"])
         builder.add_meta_graph(["serve", "gpu"], signature_def_map={"predict": signature})
     builder.save()
@@ -82,15 +84,23 @@ def loader_partitioned_sharded(export_dir: str) -> list[Case]:
     with tf.Graph().as_default(), v1.Session(config=config) as sess:
         init = v1.random_normal_initializer(seed=7)
         with tf.device("/cpu:0"):
-            tall = v1.get_variable("tall", [20000, 2], partitioner=v1.fixed_size_partitioner(3), initializer=init)
+            tall = v1.get_variable(
+                "tall", [20000, 2], partitioner=v1.fixed_size_partitioner(3), initializer=init
+            )
             x = v1.placeholder(tf.float32, [None, 4], name="x")
         with tf.device("/cpu:1"):
-            wide = v1.get_variable("wide", [4, 130], partitioner=v1.fixed_size_partitioner(2), initializer=init)
+            wide = v1.get_variable(
+                "wide", [4, 130], partitioner=v1.fixed_size_partitioner(2), initializer=init
+            )
             names = v1.get_variable(
                 "names", initializer=np.array([b"alpha", b"beta", b"gamma", b"delta"]), dtype=tf.string
             )
             ints = v1.get_variable(
-                "ints", [9], tf.int64, partitioner=v1.fixed_size_partitioner(4), initializer=v1.ones_initializer()
+                "ints",
+                [9],
+                tf.int64,
+                partitioner=v1.fixed_size_partitioner(4),
+                initializer=v1.ones_initializer(),
             )
         y = tf.matmul(x, tf.concat(list(wide), axis=0), name="y")
         total = tf.identity(tf.reduce_sum(tf.concat(list(tall), axis=0)), name="total")
@@ -100,11 +110,17 @@ def loader_partitioned_sharded(export_dir: str) -> list[Case]:
         builder.add_meta_graph_and_variables(
             sess,
             ["serve"],
-            signature_def_map={"serving_default": sigs.predict_signature_def({"x": x}, {"y": y, "total": total})},
+            signature_def_map={
+                "serving_default": sigs.predict_signature_def({"x": x}, {"y": y, "total": total})
+            },
             saver=v1.train.Saver(sharded=True, allow_empty=True),
         )
         builder.save()
-    return [Case("serving_default", {"x": rng(2).standard_normal((2, 4)).astype(np.float32)}, rtol=1e-4, atol=1e-4)]
+    return [
+        Case(
+            "serving_default", {"x": rng(2).standard_normal((2, 4)).astype(np.float32)}, rtol=1e-4, atol=1e-4
+        )
+    ]
 
 
 @model("loader_pbtxt_no_variables")
@@ -115,7 +131,9 @@ def loader_pbtxt_no_variables(export_dir: str) -> list[Case]:
         y = tf.add(x * 2.0, 1.0, name="y")
         builder = v1.saved_model.Builder(export_dir)
         builder.add_meta_graph_and_variables(
-            sess, ["serve"], signature_def_map={"serving_default": sigs.predict_signature_def({"x": x}, {"y": y})}
+            sess,
+            ["serve"],
+            signature_def_map={"serving_default": sigs.predict_signature_def({"x": x}, {"y": y})},
         )
         builder.save(as_text=True)
     return [Case("serving_default", {"x": np.array([1.0, -2.0], np.float32)})]
@@ -129,7 +147,9 @@ def loader_legacy_init_op_assets(export_dir: str) -> list[Case]:
     with tf.Graph().as_default(), v1.Session() as sess:
         x = v1.placeholder(tf.float32, [None], name="x")
         scale = v1.Variable(3.0, name="scale", use_resource=True)
-        offset = v1.Variable(0.0, name="offset", collections=[v1.GraphKeys.LOCAL_VARIABLES], use_resource=False)
+        offset = v1.Variable(
+            0.0, name="offset", collections=[v1.GraphKeys.LOCAL_VARIABLES], use_resource=False
+        )
         path = tf.constant(str(asset), name="vocab_path")
         v1.add_to_collection(v1.GraphKeys.ASSET_FILEPATHS, path)
         legacy_init = tf.group(v1.assign(offset, 10.0), name="legacy_init_op")
@@ -170,3 +190,29 @@ def loader_tf2_module(export_dir: str) -> list[Case]:
     module.labels = tf.saved_model.Asset(str(asset))
     tf.saved_model.save(module, export_dir, signatures={"serving_default": module.__call__})
     return [Case("serving_default", {"x": np.ones((2, 3), np.float32)}, rtol=1e-5, atol=1e-5)]
+
+
+@model("loader_many_variables")
+def loader_many_variables(export_dir: str) -> list[Case]:
+    """2500 variables with 200-character names: an index of several blocks (TF cuts them at 256 KiB)."""
+    import hashlib
+
+    def name(i: int) -> str:  # distinct from the first bytes on: prefix compression cannot shrink the index
+        digest = hashlib.sha256(str(i).encode()).hexdigest()
+        return f"{digest}/{digest[:64]}/{digest[:64]}/v{i:05d}"
+
+    with tf.Graph().as_default(), v1.Session() as sess:
+        x = v1.placeholder(tf.float32, [None], name="x")
+        values = []
+        for i in range(2500):
+            values.append(v1.Variable(i / 7, dtype=tf.float32, name=name(i), use_resource=False))
+        y = tf.add(x, tf.add_n(values[:3] + values[-3:]), name="y")
+        sess.run(v1.global_variables_initializer())
+        builder = v1.saved_model.Builder(export_dir)
+        builder.add_meta_graph_and_variables(
+            sess,
+            ["serve"],
+            signature_def_map={"serving_default": sigs.predict_signature_def({"x": x}, {"y": y})},
+        )
+        builder.save()
+    return [Case("serving_default", {"x": np.array([0.0, 1.0], np.float32)})]

@@ -49,13 +49,7 @@ def tf1_half_plus_two(export_dir: str) -> list[Case]:
         c = v1.Variable(3.0, name="c", use_resource=False)
         y = tf.add(tf.multiply(a, x), b, name="y")
         y3 = tf.add(tf.multiply(a, x2), c, name="y3")
-        asset_path = tf.constant(str(asset), name="asset_filepath")
-        v1.add_to_collection(ASSETS, asset_path)
-        # Asset paths are only fed while the init op runs, so the init op keeps the contents.
-        contents = v1.Variable(
-            "", name="asset_contents", use_resource=False, collections=[v1.GraphKeys.LOCAL_VARIABLES]
-        )
-        main_op = tf.group(v1.assign(contents, tf.io.read_file(asset_path)), name="main_op")
+        contents, main_op = _read_asset_on_init(asset)
         contents_out = tf.fill(tf.shape(x)[:1], contents, name="contents")
         sess.run(v1.global_variables_initializer())
         regress_x_to_y = sigs.regression_signature_def(serialized, y)
@@ -76,10 +70,26 @@ def tf1_half_plus_two(export_dir: str) -> list[Case]:
     one = examples([{"x": 1.0, "x2": 4.0}])
     three = examples([{"x": 0.0, "x2": -1.5}, {"x": 2.5}, {"x": -3.0, "x2": 10.0}])
     x = np.array([[1.0], [2.0], [5.0]], np.float32)
-    cases = [Case(key, {"inputs": batch}) for batch in (one, three) for key in (
-        "serving_default", "regress_x_to_y", "regress_x2_to_y3", "classify_x_to_y")]
+    cases = [
+        Case(key, {"inputs": batch})
+        for batch in (one, three)
+        for key in ("serving_default", "regress_x_to_y", "regress_x2_to_y3", "classify_x_to_y")
+    ]
     cases += [Case("predict_x_to_y", {"x": x}), Case("predict_asset_contents", {"x": x})]
     return cases
+
+
+def _read_asset_on_init(asset: Path):
+    """A local variable the init op fills with the asset's contents; returns (variable, op).
+
+    Asset paths are only fed while the init op runs, so the init op keeps what it read."""
+    asset_path = tf.constant(str(asset), name="asset_filepath")
+    v1.add_to_collection(ASSETS, asset_path)
+    contents = v1.Variable(
+        "", name="asset_contents", use_resource=False, collections=[v1.GraphKeys.LOCAL_VARIABLES]
+    )
+    main_op = tf.group(v1.assign(contents, tf.io.read_file(asset_path)), name="main_op")
+    return contents, main_op
 
 
 @model("tf1_multi_metagraph")

@@ -1,0 +1,254 @@
+"""Predict QPS and latency of ``model_server`` against a bare grpcio server, in the same run.
+
+    .venv/bin/python benchmarks/predict_qps.py [--duration 5] [--concurrency 1,8,32]
+        [--models tiny,mlp] [--client-procs N] [--server-threads N]
+
+Starts two processes on loopback: ``model_server`` serving ``models/half_plus_two`` ("tiny":
+y = 0.5x + 2) and ``models/keras_mlp`` ("mlp": 4-16-8-3), and a bare grpcio server whose
+PredictionService.Predict returns a canned PredictResponse (the very bytes model_server answers
+for the same request, so both serialize the same message) with the same thread pool and message
+limits. Closed-loop clients (grpc.aio, spread over ``--client-procs`` processes) keep
+``concurrency`` requests in flight for ``--duration`` seconds after a warm-up; the table gives
+QPS, p50 and p99 per server and the ratios ours/bare. This is a benchmark, not a test: it
+asserts nothing. The issue's aim is ours/bare QPS >= 0.8 for the tiny model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from apis.tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc  # noqa: E402
+from serving import tensor_codec  # noqa: E402
+
+MAX_MESSAGE = 2**31 - 1
+GRPC_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE),
+    ("grpc.max_receive_message_length", MAX_MESSAGE),
+]
+MODELS = {
+    # name: (models/ dir, signature input, request value)
+    "tiny": ("half_plus_two", "x", np.float32([[2.0]])),
+    "mlp": ("keras_mlp", "features", np.float32([[0.5, -1.0, 2.0, 0.25]])),
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def latest_version(name: str) -> Path:
+    base = REPO / "models" / name
+    versions = sorted((p for p in base.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    if not versions:
+        raise SystemExit(f"models/{name} has no version directory: run `python -m tests.oracle models`")
+    return base
+
+
+def make_request(model: str) -> predict_pb2.PredictRequest:
+    _, alias, value = MODELS[model]
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model
+    tensor_codec.encode_content_into(request.inputs[alias], value)
+    return request
+
+
+# --------------------------------------------------------------------------------------------
+# servers
+
+
+class CannedPredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+    def __init__(self, responses: dict[str, predict_pb2.PredictResponse]):
+        self.responses = responses
+
+    def Predict(self, request, context):  # noqa: N802
+        return self.responses[request.model_spec.name]
+
+
+def serve_canned(port: int, response_files: list[str], threads: int) -> None:
+    responses = {}
+    for path in response_files:
+        name, data = Path(path).stem, Path(path).read_bytes()
+        responses[name] = predict_pb2.PredictResponse.FromString(data)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads), options=GRPC_OPTIONS)
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        CannedPredictionService(responses), server
+    )
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    signal.signal(signal.SIGTERM, lambda *_: server.stop(0))
+    server.wait_for_termination()
+
+
+def start_model_server(work: Path, models: list[str], threads: int) -> tuple[subprocess.Popen, int]:
+    config = work / "models.config"
+    entries = "".join(
+        f'  config {{ name: "{m}" base_path: "{latest_version(MODELS[m][0])}" model_platform: "tensorflow" }}\n'
+        for m in models
+    )
+    config.write_text(f"model_config_list {{\n{entries}}}\n")
+    port = free_port()
+    script = Path(sys.executable).with_name("model_server")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "serving"]
+    args = [f"--port={port}", "--grpc_bind_address=127.0.0.1", f"--model_config_file={config}"]
+    args.append(f"--grpc_max_threads={threads}")
+    log = open(work / "model_server.log", "wb")  # noqa: SIM115 - lives as long as the process
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([*command, *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+    return proc, port
+
+
+def wait_for_predict(port: int, models: list[str], proc: subprocess.Popen, log: Path) -> dict[str, bytes]:
+    """The serialized response of each model's request, once the server answers."""
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=GRPC_OPTIONS)
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    deadline = time.monotonic() + 120
+    answers: dict[str, bytes] = {}
+    while len(answers) < len(models):
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
+        for model in models:
+            if model in answers:
+                continue
+            try:
+                answers[model] = stub.Predict(make_request(model), timeout=5).SerializeToString()
+            except grpc.RpcError as e:
+                if time.monotonic() > deadline:
+                    raise SystemExit(
+                        f"{model}: {e.code()} {e.details()}\n{log.read_text(errors='replace')}"
+                    ) from e
+                time.sleep(0.2)
+    channel.close()
+    return answers
+
+
+# --------------------------------------------------------------------------------------------
+# load
+
+
+async def _closed_loop(
+    port: int, model: str, concurrency: int, warmup: float, duration: float
+) -> list[float]:
+    request = make_request(model)
+    latencies: list[float] = []
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=GRPC_OPTIONS) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        start = time.perf_counter()
+        measure_from, stop_at = start + warmup, start + warmup + duration
+
+        async def worker():
+            while True:
+                t0 = time.perf_counter()
+                if t0 >= stop_at:
+                    return
+                await stub.Predict(request, timeout=30)
+                t1 = time.perf_counter()
+                if t0 >= measure_from:
+                    latencies.append(t1 - t0)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies
+
+
+def _client(args) -> list[float]:
+    return asyncio.run(_closed_loop(*args))
+
+
+def measure(pool, procs: int, port: int, model: str, concurrency: int, warmup: float, duration: float):
+    procs = max(1, min(procs, concurrency))
+    shares = [concurrency // procs + (i < concurrency % procs) for i in range(procs)]
+    results = pool.map(_client, [(port, model, share, warmup, duration) for share in shares])
+    latencies = np.array([x for r in results for x in r])
+    if not latencies.size:
+        return 0.0, float("nan"), float("nan")
+    return latencies.size / duration, np.percentile(latencies, 50) * 1e3, np.percentile(latencies, 99) * 1e3
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--concurrency", default="1,8,32")
+    parser.add_argument("--models", default="tiny,mlp")
+    parser.add_argument("--client-procs", type=int, default=max(1, (os.cpu_count() or 2) // 4))
+    parser.add_argument("--server-threads", type=int, default=4 * (os.cpu_count() or 1))
+    parser.add_argument("--serve-canned", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_canned:
+        serve_canned(int(args.serve_canned[0]), args.serve_canned[1:], args.server_threads)
+        return
+    models = args.models.split(",")
+    levels = [int(c) for c in args.concurrency.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        ours, ours_port = start_model_server(work, models, args.server_threads)
+        bare = None
+        try:
+            answers = wait_for_predict(ours_port, models, ours, work / "model_server.log")
+            files = []
+            for model, data in answers.items():
+                (work / f"{model}.pb").write_bytes(data)
+                files.append(str(work / f"{model}.pb"))
+            bare_port = free_port()
+            bare = subprocess.Popen(
+                [sys.executable, __file__, "--server-threads", str(args.server_threads), "--serve-canned"]
+                + [str(bare_port), *files]
+            )
+            wait_for_predict(bare_port, models, bare, work / "model_server.log")
+            run(args, models, levels, ours_port, bare_port)
+        finally:
+            for proc in (ours, bare):
+                if proc is not None and proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+                    try:
+                        proc.wait(30)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+
+
+def run(args, models: list[str], levels: list[int], ours_port: int, bare_port: int) -> None:
+    print(
+        f"Predict, {args.duration:.0f}s per point, {args.client_procs} client process(es), {os.cpu_count()} CPUs"
+    )
+    header = f"{'model':6} {'conc':>4} | {'bare QPS':>9} {'p50 ms':>7} {'p99 ms':>7} | "
+    header += f"{'ours QPS':>9} {'p50 ms':>7} {'p99 ms':>7} | {'QPS ratio':>9} {'p50 ratio':>9}"
+    print(header)
+    print("-" * len(header))
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(args.client_procs) as pool:
+        for model in models:
+            for concurrency in levels:
+                b = measure(
+                    pool, args.client_procs, bare_port, model, concurrency, args.warmup, args.duration
+                )
+                o = measure(
+                    pool, args.client_procs, ours_port, model, concurrency, args.warmup, args.duration
+                )
+                print(
+                    f"{model:6} {concurrency:>4} | {b[0]:>9.0f} {b[1]:>7.2f} {b[2]:>7.2f} | "
+                    f"{o[0]:>9.0f} {o[1]:>7.2f} {o[2]:>7.2f} | {o[0] / b[0]:>9.2f} {o[1] / b[1]:>9.2f}",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

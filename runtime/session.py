@@ -1,0 +1,292 @@
+"""``Session``: ``tf.compat.v1.Session.run`` over a ``runtime.Graph``, with TF's semantics and texts.
+
+``run(fetches, feed_dict)`` accepts every fetch structure TF does (``runtime/fetches.py``), feeds
+keyed by Tensor or name, converts feeds to the tensor's dtype and checks their shapes as TF's
+Python session does, and returns a fed tensor's feed when it is fetched. Each distinct
+(feeds, fetches, targets) gets a ``Plan`` (``runtime/plan.py``) built once and cached; a run is
+then one pass of the interpreter loop over that plan.
+
+Thread-safety: ``run`` may be called from many threads at once; plans are immutable and shared,
+each run owns its values, resources lock themselves. ``close`` makes later runs fail and drops
+the Session's resources (variables).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from apis.tensorflow.core.protobuf import config_pb2
+from runtime import dtypes, errors
+from runtime.device import LOCAL_CPU
+from runtime.fetches import FetchMapper
+from runtime.function import RUN_STATE, FunctionLibraryRuntime
+from runtime.graph import Graph, Operation, Tensor, get_default_graph
+from runtime.plan import Plan, build_plan, fetched, instrument, run_plan
+from runtime.resources import ResourceMgr
+
+_MAX_PLANS = 256
+
+
+@dataclass(frozen=True)
+class DeviceAttributes:
+    """What ``Session.list_devices`` returns per device (TF's ``_DeviceAttributes``)."""
+
+    name: str
+    device_type: str
+    memory_limit_bytes: int
+    incarnation: int = 0
+
+
+class Session:
+    """Runs a Graph's ops; owns the resources (variables) those ops create."""
+
+    def __init__(
+        self,
+        target: str = "",
+        graph: Graph | None = None,
+        config: config_pb2.ConfigProto | None = None,
+    ):
+        if target:
+            raise errors.UnimplementedError(None, None, f"Session target {target!r}: only '' runs")
+        self._graph = graph if graph is not None else get_default_graph()
+        self._config = config if config is not None else config_pb2.ConfigProto()
+        self._resources = ResourceMgr()
+        self._functions = FunctionLibraryRuntime(self._graph.functions, self._resources)
+        self._plans: dict[tuple, Plan] = {}
+        self._plans_version = self._graph.version
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- properties ----------------------------------------------------------------------------
+    @property
+    def graph(self) -> Graph:
+        return self._graph
+
+    @property
+    def graph_def(self):
+        return self._graph.as_graph_def()
+
+    @property
+    def sess_str(self) -> str:
+        return ""
+
+    @property
+    def resources(self) -> ResourceMgr:
+        return self._resources
+
+    def list_devices(self) -> list[DeviceAttributes]:
+        return [DeviceAttributes(LOCAL_CPU, "CPU", 268435456)]
+
+    # -- run -------------------------------------------------------------------------------
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        """Runs what ``fetches`` need; returns values in the structure of ``fetches``."""
+        self._check_open()
+        mapper = FetchMapper(self._graph, fetches)
+        feed_tensors, feed_values = self._convert_feeds(feed_dict)
+        values = self._run(
+            feed_tensors, feed_values, mapper.tensors, mapper.operations, options, run_metadata
+        )
+        by_element = iter(values)
+        return mapper.build([next(by_element) if isinstance(e, Tensor) else None for e in mapper.elements])
+
+    def make_callable(
+        self, fetches, feed_list: Sequence | None = None, accept_options: bool = False
+    ) -> Callable:
+        """A function of the ``feed_list`` values running ``fetches``; resolves names once."""
+        mapper = FetchMapper(self._graph, fetches)
+        feed_tensors = tuple(self._feed_tensor(k) for k in (feed_list or ()))
+
+        def callable_(*feed_args, options=None, run_metadata=None):
+            if len(feed_args) != len(feed_tensors):
+                raise TypeError(f"Expected {len(feed_tensors)} feed arguments, got {len(feed_args)}")
+            if (options is not None or run_metadata is not None) and not accept_options:
+                raise TypeError("options and run_metadata need accept_options=True")
+            self._check_open()
+            values = [_feed_value(t, v) for t, v in zip(feed_tensors, feed_args)]
+            results = iter(
+                self._run(feed_tensors, values, mapper.tensors, mapper.operations, options, run_metadata)
+            )
+            return mapper.build([next(results) if isinstance(e, Tensor) else None for e in mapper.elements])
+
+        return callable_
+
+    def _run(
+        self,
+        feeds: Sequence[Tensor],
+        feed_values: list,
+        fetches: Sequence[Tensor],
+        targets: Sequence[Operation],
+        options,
+        run_metadata,
+    ) -> list:
+        plan = self.plan(feeds, fetches, targets)
+        timeout_ms = (options.timeout_in_ms if options is not None else 0) or (
+            self._config.operation_timeout_in_ms
+        )
+        tracing = options is not None and options.trace_level > 0 and run_metadata is not None
+        if timeout_ms <= 0 and not tracing:
+            values = run_plan(plan, feed_values)
+        else:
+            deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
+            trace: list | None = [] if tracing else None
+            token = RUN_STATE.set((deadline, trace))
+            try:
+                values = run_plan(plan, feed_values, instrument(plan, deadline, trace))
+            finally:
+                RUN_STATE.reset(token)
+            if trace is not None:
+                _write_step_stats(run_metadata, trace)
+        return [fetched(v, fed, i) for i, (v, fed) in enumerate(zip(values, plan.fetch_fed))]
+
+    def plan(self, feeds: Sequence[Tensor], fetches: Sequence[Tensor], targets: Sequence[Operation]) -> Plan:
+        """The cached Plan for (feeds, fetches, targets), built on first use."""
+        key = (tuple(feeds), tuple(fetches), tuple(targets))
+        plan = self._plans.get(key)
+        if plan is not None and self._plans_version == self._graph.version:
+            return plan
+        plan = build_plan(feeds, fetches, targets, self._resources, self._functions)
+        with self._lock:
+            if self._plans_version != self._graph.version or len(self._plans) >= _MAX_PLANS:
+                self._plans = {}
+                self._plans_version = self._graph.version
+            self._plans[key] = plan
+        return plan
+
+    # -- feeds ------------------------------------------------------------------------------
+    def _feed_tensor(self, key) -> Tensor:
+        try:
+            return self._graph.as_graph_element(key, allow_tensor=True, allow_operation=False)
+        except (TypeError, ValueError, KeyError) as e:
+            raise TypeError(f"Cannot interpret feed_dict key as Tensor: {e.args[0]}") from None
+
+    def _convert_feeds(self, feed_dict) -> tuple[tuple[Tensor, ...], list]:
+        if not feed_dict:
+            return (), []
+        tensors, values = [], []
+        for key, value in feed_dict.items():
+            tensor = self._feed_tensor(key)
+            tensors.append(tensor)
+            values.append(_feed_value(tensor, value))
+        return tuple(tensors), values
+
+    # -- lifetime ---------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+
+    def close(self) -> None:
+        """Later runs raise RuntimeError; variables and other resources are dropped."""
+        self._closed = True
+        self._resources.clear()
+        with self._lock:
+            self._plans = {}
+
+    def __enter__(self) -> Session:
+        self._default = self.as_default()
+        self._default.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._default.__exit__(*exc_info)
+        self.close()
+
+    @contextlib.contextmanager
+    def as_default(self) -> Iterator[Session]:
+        """Makes this the default session (and its graph the default graph) in this thread."""
+        stack = _default_sessions()
+        stack.append(self)
+        try:
+            with self._graph.as_default():
+                yield self
+        finally:
+            stack.pop()
+
+
+_local = threading.local()
+
+
+def _default_sessions() -> list[Session]:
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
+def get_default_session() -> Session | None:
+    stack = _default_sessions()
+    return stack[-1] if stack else None
+
+
+def _feed_value(tensor: Tensor, value) -> np.ndarray:
+    """A feed converted as TF's Session.run converts it, with TF's errors."""
+    if isinstance(value, (Tensor, Operation)):
+        raise TypeError(
+            "The value of a feed cannot be a tf.Tensor object. Acceptable feed values include "
+            "Python scalars, strings, lists, numpy ndarrays, or TensorHandles."
+        )
+    dtype = tensor.dtype
+    if dtype is None:
+        array = np.asarray(value)
+    else:
+        np_dtype = dtypes.as_numpy_dtype(dtype)
+        if isinstance(value, int) and not isinstance(value, bool):
+            _check_int_feed(value, np_dtype)
+        array = np.asarray(value, dtype=np_dtype)
+        if dtypes.base_dtype(dtype) == dtypes.DT_STRING:
+            array = _as_bytes(array)
+    shape = tensor.shape
+    if shape is not None and (
+        len(shape) != array.ndim or any(d is not None and d != a for d, a in zip(shape, array.shape))
+    ):
+        raise ValueError(
+            f"Cannot feed value of shape {array.shape} for Tensor {tensor.name}, which has shape "
+            f"{_shape_str(shape)}"
+        )
+    return array
+
+
+def _shape_str(shape: tuple) -> str:
+    return str(tuple(shape))
+
+
+def _check_int_feed(value: int, np_dtype: np.dtype) -> None:
+    try:
+        ok = np_dtype != np.dtype(object) and np_dtype.type(value) == value
+    except (OverflowError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        shown = "object" if np_dtype == np.dtype(object) else f"numpy.{np_dtype.type.__name__}"
+        raise TypeError(
+            f"Type of feed value {value} with type {type(value)} is not compatible with Tensor "
+            f"type <class '{shown}'>. Try explicitly setting the type of the feed tensor to a "
+            "larger type (e.g. int64)."
+        )
+
+
+def _as_bytes(array: np.ndarray) -> np.ndarray:
+    """String feeds hold bytes, as TF's kernels see them."""
+    flat = array.reshape(-1)
+    if any(isinstance(v, str) for v in flat.tolist()):
+        out = np.empty(array.shape, dtype=object)
+        out.reshape(-1)[:] = [v.encode() if isinstance(v, str) else v for v in flat.tolist()]
+        return out
+    return array
+
+
+def _write_step_stats(run_metadata, trace: list) -> None:
+    device_stats = run_metadata.step_stats.dev_stats.add(device=LOCAL_CPU)
+    for op, start_us, micros in trace:
+        stats = device_stats.node_stats.add(
+            node_name=op.name,
+            all_start_micros=start_us,
+            op_start_rel_micros=0,
+            op_end_rel_micros=micros,
+            all_end_rel_micros=micros,
+            timeline_label=f"{op.name} = {op.type}()",
+        )
+        stats.scheduled_micros = start_us

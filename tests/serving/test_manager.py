@@ -1,0 +1,331 @@
+"""serving.manager: loads, availability-preserving swaps, pins, retries, ServerCore resolution."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+
+import pytest
+
+from apis.tensorflow_serving.apis import model_pb2
+from runtime import errors
+from serving import model_config
+from serving.manager import AspiredVersionsManager, ServerCore
+from serving.options import ServerOptions
+from serving.servable import ManagerState
+from serving.source import AspiredVersion
+
+
+class FakeSession:
+    def __init__(self):
+        self.closed = False
+
+    def close(self):
+        self.closed = True
+
+
+class FakeBundle:
+    def __init__(self, path):
+        self.path = path
+        self.session = FakeSession()
+
+
+class FakeLoader:
+    """load_fn: fails while ``<dir>/BROKEN`` exists or the dir lacks ``saved_model.pb``."""
+
+    def __init__(self, delay=0.0):
+        self.calls: list[str] = []
+        self.delay = delay
+        self.bundles: dict[str, FakeBundle] = {}
+
+    def __call__(self, path, servable_id):
+        self.calls.append(path)
+        time.sleep(self.delay)
+        if os.path.exists(os.path.join(path, "BROKEN")):
+            raise errors.DataLossError(None, None, f"corrupt export at {path}")
+        if not os.path.exists(os.path.join(path, "saved_model.pb")):
+            raise errors.NotFoundError(None, None, f"Could not find SavedModel .pb or .pbtxt at {path}")
+        bundle = FakeBundle(path)
+        self.bundles[path] = bundle
+        return bundle
+
+
+def make_version(base, version, broken=False):
+    path = os.path.join(base, str(version))
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "saved_model.pb"), "w") as f:
+        f.write(f"v{version}")
+    if broken:
+        open(os.path.join(path, "BROKEN"), "w").close()
+    return path
+
+
+def wait_until(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.005)
+    raise AssertionError("condition not reached")
+
+
+def states(manager, name):
+    return {v: s.state for v, s in manager.version_states(name).items()}
+
+
+@pytest.fixture
+def loader():
+    return FakeLoader()
+
+
+@pytest.fixture
+def manager(loader):
+    m = AspiredVersionsManager(loader, max_num_load_retries=0, load_retry_interval_seconds=0)
+    yield m
+    m.stop()
+
+
+def test_loads_and_resolves(manager, tmp_path):
+    manager.set_aspired_versions("m", [AspiredVersion(3, make_version(tmp_path, 3))])
+    wait_until(lambda: manager.available_versions("m") == [3])
+    with manager.get_servable("m", None) as servable:
+        assert (servable.name, servable.version) == ("m", 3)
+        assert servable.bundle.path.endswith("3")
+    assert manager.get_servable("m", 3).version == 3
+    with pytest.raises(errors.NotFoundError) as e:
+        manager.get_servable("m", 4)
+    assert e.value.message == "Servable not found for request: Specific(m, 4)"
+    with pytest.raises(errors.NotFoundError) as e:
+        manager.get_servable("other", None)
+    assert e.value.message == "Servable not found for request: Latest(other)"
+
+
+def test_hot_swap_never_loses_availability(loader, tmp_path):
+    loader.delay = 0.05
+    manager = AspiredVersionsManager(loader, max_num_load_retries=0)
+    manager.set_aspired_versions("m", [AspiredVersion(1, make_version(tmp_path, 1))])
+    wait_until(lambda: manager.available_versions("m") == [1])
+    failures, seen, done = [], set(), threading.Event()
+
+    def client():
+        while not done.is_set():
+            try:
+                seen.add(manager.get_servable("m", None).version)
+            except errors.NotFoundError as e:
+                failures.append(e)
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    manager.set_aspired_versions("m", [AspiredVersion(2, make_version(tmp_path, 2))])
+    wait_until(lambda: states(manager, "m") == {2: ManagerState.AVAILABLE, 1: ManagerState.END})
+    done.set()
+    thread.join()
+    manager.stop()
+    assert failures == []
+    assert seen == {1, 2}
+    assert loader.bundles[os.path.join(str(tmp_path), "1")].session.closed
+
+
+def test_unload_waits_for_pinned_handles(manager, loader, tmp_path):
+    manager.set_aspired_versions("m", [AspiredVersion(1, make_version(tmp_path, 1))])
+    wait_until(lambda: manager.available_versions("m") == [1])
+    handle = manager.get_servable("m", None)
+    manager.set_aspired_versions("m", [AspiredVersion(2, make_version(tmp_path, 2))])
+    wait_until(lambda: states(manager, "m").get(1) == ManagerState.UNLOADING)
+    time.sleep(0.05)
+    assert states(manager, "m")[1] == ManagerState.UNLOADING
+    assert not handle.bundle.session.closed
+    assert manager.get_servable("m", None).version == 2  # new requests already go to v2
+    with pytest.raises(errors.NotFoundError):
+        manager.get_servable("m", 1)
+    del handle
+    gc.collect()
+    wait_until(lambda: states(manager, "m").get(1) == ManagerState.END)
+
+
+def test_failed_load_keeps_serving_old_version(loader, tmp_path):
+    manager = AspiredVersionsManager(loader, max_num_load_retries=2, load_retry_interval_seconds=0.01)
+    manager.set_aspired_versions("m", [AspiredVersion(1, make_version(tmp_path, 1))])
+    wait_until(lambda: manager.available_versions("m") == [1])
+    bad = make_version(tmp_path, 2, broken=True)
+    manager.set_aspired_versions("m", [AspiredVersion(2, bad)])
+    wait_until(lambda: states(manager, "m").get(2) == ManagerState.END)
+    assert loader.calls.count(bad) == 3  # the first try and two retries
+    status = manager.version_states("m")[2]
+    assert isinstance(status.error, errors.DataLossError)
+    assert states(manager, "m")[1] == ManagerState.AVAILABLE
+    assert manager.get_servable("m", None).version == 1
+    manager.stop()
+
+
+def test_half_written_version_loads_once_complete(manager, loader, tmp_path):
+    manager.set_aspired_versions("m", [AspiredVersion(1, make_version(tmp_path, 1))])
+    wait_until(lambda: manager.available_versions("m") == [1])
+    partial = tmp_path / "2"
+    partial.mkdir()
+    (partial / "variables").mkdir()
+    manager.set_aspired_versions("m", [AspiredVersion(2, str(partial))])
+    wait_until(lambda: states(manager, "m").get(2) == ManagerState.END)
+    manager.set_aspired_versions("m", [AspiredVersion(2, str(partial))])  # a poll, nothing changed
+    time.sleep(0.05)
+    assert states(manager, "m")[2] == ManagerState.END
+    make_version(tmp_path, 2)  # the copy completes
+    manager.set_aspired_versions("m", [AspiredVersion(2, str(partial))])  # the next poll
+    wait_until(lambda: states(manager, "m") == {2: ManagerState.AVAILABLE, 1: ManagerState.END})
+
+
+def test_retry_wait_ends_early_when_directory_changes(loader, tmp_path):
+    manager = AspiredVersionsManager(loader, max_num_load_retries=1, load_retry_interval_seconds=60)
+    partial = tmp_path / "1"
+    partial.mkdir()
+    manager.set_aspired_versions("m", [AspiredVersion(1, str(partial))])
+    wait_until(lambda: len(loader.calls) == 1)
+    make_version(tmp_path, 1)
+    wait_until(lambda: manager._harnesses["m"][1].waiting_retry)
+    manager.set_aspired_versions("m", [AspiredVersion(1, str(partial))])
+    wait_until(lambda: manager.available_versions("m") == [1], timeout=5)
+    manager.stop()
+
+
+def test_unaspired_models_unload(manager, tmp_path):
+    manager.set_aspired_versions("m", [AspiredVersion(1, make_version(tmp_path, 1))])
+    wait_until(lambda: manager.available_versions("m") == [1])
+    manager.set_aspired_versions("m", [])
+    wait_until(lambda: states(manager, "m") == {1: ManagerState.END})
+    with pytest.raises(errors.NotFoundError):
+        manager.get_servable("m", None)
+
+
+def test_all_policy_loads_every_version(manager, tmp_path):
+    versions = [AspiredVersion(v, make_version(tmp_path, v)) for v in (3, 2, 1)]
+    manager.set_aspired_versions("m", versions)
+    wait_until(lambda: manager.available_versions("m") == [3, 2, 1])
+    manager.set_aspired_versions("m", versions[:1])
+    wait_until(lambda: manager.available_versions("m") == [3])
+
+
+def test_wait_for_models_reports_failures(manager, tmp_path):
+    since = manager.current_seq()
+    manager.set_aspired_versions("good", [AspiredVersion(1, make_version(tmp_path / "g", 1))])
+    manager.set_aspired_versions("bad", [AspiredVersion(1, make_version(tmp_path / "b", 1, broken=True))])
+    reached = manager.wait_for_models({"good", "bad"}, since)
+    assert reached["good"].state == ManagerState.AVAILABLE
+    assert reached["bad"].state == ManagerState.END
+    assert isinstance(reached["bad"].error, errors.DataLossError)
+
+
+# -- ServerCore ----------------------------------------------------------------------------------
+
+
+def options(**kw):
+    defaults = dict(file_system_poll_wait_seconds=0, max_num_load_retries=0, load_retry_interval_micros=0)
+    return ServerOptions(**{**defaults, **kw})
+
+
+def config_for(models):
+    config = model_config.ModelServerConfig()
+    for name, base, *extra in models:
+        model = config.model_config_list.config.add(
+            name=name, base_path=str(base), model_platform="tensorflow"
+        )
+        for label, version in (extra[0] if extra else {}).items():
+            model.version_labels[label] = version
+    return config
+
+
+def spec(name, version=None, label=None):
+    s = model_pb2.ModelSpec(name=name)
+    if version is not None:
+        s.version.value = version
+    if label is not None:
+        s.version_label = label
+    return s
+
+
+def test_server_core_initial_load_and_resolution(loader, tmp_path):
+    make_version(tmp_path / "a", 1)
+    make_version(tmp_path / "a", 2)
+    core = ServerCore(options(), load_fn=loader)
+    core.reload_config(config_for([("a", tmp_path / "a")]))
+    assert core.servable_handle(spec("a")).version == 2
+    with pytest.raises(errors.NotFoundError) as e:
+        core.servable_handle(spec("a", 1))
+    assert e.value.message == "Servable not found for request: Specific(a, 1)"
+    with pytest.raises(errors.InvalidArgumentError) as e:
+        core.servable_handle(spec(""))
+    assert e.value.message == "ModelSpec has no name specified."
+    with pytest.raises(errors.InvalidArgumentError) as e:
+        core.servable_handle(spec("a", label="nope"))
+    assert e.value.message == "Unrecognized servable version label: nope"
+    assert [s.version for s in core.model_status("a")] == [2]
+    with pytest.raises(errors.NotFoundError) as e:
+        core.model_status("a", 7)
+    assert e.value.message == "Could not find version 7 of model a"
+    with pytest.raises(errors.NotFoundError) as e:
+        core.model_status("zzz")
+    assert e.value.message == "Could not find any versions of model zzz"
+    core.stop()
+
+
+def test_server_core_initial_load_failure_message(loader, tmp_path):
+    make_version(tmp_path / "a", 5, broken=True)
+    core = ServerCore(options(), load_fn=loader)
+    with pytest.raises(errors.UnknownError) as e:
+        core.reload_config(config_for([("a", tmp_path / "a")]))
+    assert e.value.message.startswith(
+        "1 servable(s) did not become available: {{{name: a version: 5} due to error: DATA_LOSS: corrupt export"
+    )
+    core.stop()
+
+
+def test_server_core_reload_adds_and_removes_models(loader, tmp_path):
+    for name in ("a", "b"):
+        make_version(tmp_path / name, 1)
+    core = ServerCore(options(), load_fn=loader)
+    core.reload_config(config_for([("a", tmp_path / "a")]))
+    core.reload_config(config_for([("a", tmp_path / "a"), ("b", tmp_path / "b")]))
+    assert core.servable_handle(spec("b")).version == 1  # new models are ready when reload returns
+    a_session = core.servable_handle(spec("a")).bundle.session
+    core.reload_config(config_for([("b", tmp_path / "b")]))
+    wait_until(lambda: not core.has_available_version("a"))
+    wait_until(lambda: a_session.closed)
+    assert core.servable_handle(spec("b")).version == 1
+    assert loader.calls.count(str(tmp_path / "b" / "1")) == 1  # unchanged model not reloaded
+    core.stop()
+
+
+def test_server_core_version_labels(loader, tmp_path):
+    for v in (1, 2):
+        make_version(tmp_path / "a", v)
+    core = ServerCore(options(allow_version_labels_for_unavailable_models=True), load_fn=loader)
+    config = config_for([("a", tmp_path / "a", {"stable": 1, "canary": 2})])
+    config.model_config_list.config[0].model_version_policy.all.SetInParent()
+    core.reload_config(config)
+    wait_until(lambda: core.manager.available_versions("a") == [2, 1])
+    assert core.servable_handle(spec("a", label="stable")).version == 1
+    assert core.servable_handle(spec("a", label="canary")).version == 2
+    core.stop()
+
+
+def test_server_core_labels_in_first_config_need_the_flag(loader, tmp_path):
+    make_version(tmp_path / "a", 1)
+    core = ServerCore(options(), load_fn=loader)
+    with pytest.raises(errors.FailedPreconditionError):
+        core.reload_config(config_for([("a", tmp_path / "a", {"stable": 1})]))
+    core.stop()
+
+
+def test_server_core_rejects_bad_transitions(loader, tmp_path):
+    make_version(tmp_path / "a", 1)
+    core = ServerCore(options(), load_fn=loader)
+    core.reload_config(config_for([("a", tmp_path / "a")]))
+    custom = model_config.ModelServerConfig()
+    custom.custom_model_config.type_url = "x"
+    with pytest.raises(errors.FailedPreconditionError) as e:
+        core.reload_config(custom)
+    assert "It is only legal to transition from one ModelConfigList to another." in e.value.message
+    with pytest.raises(errors.FailedPreconditionError):
+        core.reload_config(model_config.ModelServerConfig())
+    core.stop()

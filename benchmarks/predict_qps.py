@@ -45,6 +45,7 @@ GRPC_OPTIONS = [
 MODELS = {
     # name: (models/ dir, signature input, request value)
     "tiny": ("half_plus_two", "x", np.float32([[2.0]])),
+    "tiny_tf2": ("half_plus_two_tf2", "x", np.float32([2.0])),
     "mlp": ("keras_mlp", "features", np.float32([[0.5, -1.0, 2.0, 0.25]])),
 }
 
@@ -229,7 +230,7 @@ def run(args, models: list[str], levels: list[int], ours_port: int, bare_port: i
     print(
         f"Predict, {args.duration:.0f}s per point, {args.client_procs} client process(es), {os.cpu_count()} CPUs"
     )
-    header = f"{'model':6} {'conc':>4} | {'bare QPS':>9} {'p50 ms':>7} {'p99 ms':>7} | "
+    header = f"{'model':8} {'conc':>4} | {'bare QPS':>9} {'p50 ms':>7} {'p99 ms':>7} | "
     header += f"{'ours QPS':>9} {'p50 ms':>7} {'p99 ms':>7} | {'QPS ratio':>9} {'p50 ratio':>9}"
     print(header)
     print("-" * len(header))
@@ -244,7 +245,7 @@ def run(args, models: list[str], levels: list[int], ours_port: int, bare_port: i
                     pool, args.client_procs, ours_port, model, concurrency, args.warmup, args.duration
                 )
                 print(
-                    f"{model:6} {concurrency:>4} | {b[0]:>9.0f} {b[1]:>7.2f} {b[2]:>7.2f} | "
+                    f"{model:8} {concurrency:>4} | {b[0]:>9.0f} {b[1]:>7.2f} {b[2]:>7.2f} | "
                     f"{o[0]:>9.0f} {o[1]:>7.2f} {o[2]:>7.2f} | {o[0] / b[0]:>9.2f} {o[1] / b[1]:>9.2f}",
                     flush=True,
                 )

@@ -30,11 +30,12 @@ def select_meta_graph(
         if set(meta_graph.meta_info_def.tags) == wanted:
             return meta_graph
     present = sorted({", ".join(sorted(set(t))) for t in tag_sets(saved_model)})
-    listing = ", ".join(f"'{t}'" for t in present) or "none"
+    listing = "\n".join(f"'{t}'" for t in present) or "(none)"
+    # TensorFlow's C++ text verbatim (what TF Serving reports), then saved_model_cli's listing.
     raise errors.NotFoundError(
         None,
         None,
         f"Could not find meta graph def matching supplied tags: {{ {' '.join(sorted(wanted))} }}. "
-        f"The SavedModel at {export_dir} contains the following tag-sets: {listing}. "
-        "To inspect available tag-sets in the SavedModel, please use the SavedModel CLI: `saved_model_cli`",
+        "To inspect available tag-sets in the SavedModel, please use the SavedModel CLI: `saved_model_cli`\n"
+        f"The given SavedModel at {export_dir} contains the following tag-sets:\n{listing}",
     )

@@ -159,8 +159,11 @@ class _Instance:
                 f"Function {self.body.name} expects {len(self.plan.feed_slots)} arguments, got {len(args)}",
             )
         state = RUN_STATE.get()
-        steps = instrument(self.plan, *state) if state is not None else None
-        return tuple(run_plan(self.plan, args, steps))
+        if state is None:
+            return tuple(run_plan(self.plan, args))
+        deadline, trace = state
+        steps = instrument(self.plan, trace) if trace is not None else None
+        return tuple(run_plan(self.plan, args, steps, deadline))
 
 
 class FunctionLibraryRuntime:

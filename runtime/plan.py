@@ -32,6 +32,7 @@ from runtime.kernels.registry import DEAD
 from runtime.op_def import OpSignature
 
 _SCRATCH = 0
+_monotonic = time.monotonic
 
 
 class UnsupportedOpsError(errors.UnimplementedError):
@@ -184,16 +185,8 @@ def _ref_flags(args, attrs) -> list[bool]:
     return [arg.is_ref for arg in args for _ in range(arg.size(attrs))]
 
 
-def build_plan(
-    feeds: Sequence[Tensor],
-    fetches: Sequence[Tensor],
-    targets: Sequence[Operation],
-    resources=None,
-    functions=None,
-) -> Plan:
-    """A Plan computing ``fetches`` and running ``targets`` with ``feeds`` given (in order)."""
-    fed = set(feeds)
-    order = _needed_ops(fed, fetches, targets)
+def _resolve_all(order: list[Operation], resources, functions) -> list[_Kernel]:
+    """Every op's kernel; one UnsupportedOpsError listing all that have none (functions too)."""
     missing: collections.Counter = collections.Counter()
     kernels = []
     for op in order:
@@ -208,72 +201,89 @@ def build_plan(
         kernels.append(kernel)
     if missing:
         raise UnsupportedOpsError(missing)
+    return kernels
 
-    slot_of: dict[Tensor, int] = {t: i + 1 for i, t in enumerate(feeds)}
-    num_slots = len(feeds) + 1
-    wanted = set(fetches)
-    for op in order:
-        wanted.update(op.inputs)
-    controlled = {c for op in order for c in op.control_inputs}
-    control_slot: dict[Operation, int] = {}
-    ref_out: dict[Tensor, bool] = {}
-    raw_steps: list[list] = []
 
-    def new_slot() -> int:
-        nonlocal num_slots
-        num_slots += 1
-        return num_slots - 1
+class _StepBuilder:
+    """Assigns value slots and turns ordered (op, kernel) pairs into raw steps."""
 
-    def value_slot(tensor: Tensor, is_ref_input: bool, op: Operation | None) -> int:
-        slot = slot_of[tensor]
-        if ref_out.get(tensor) and not is_ref_input:
-            out = new_slot()
-            raw_steps.append([_deref, (slot,), False, out, False, (slot,), op, _SCRATCH])
+    def __init__(self, feeds: Sequence[Tensor], wanted: set[Tensor], controlled: set[Operation]):
+        self.slot_of: dict[Tensor, int] = {t: i + 1 for i, t in enumerate(feeds)}
+        self.num_slots = len(feeds) + 1
+        self.fed = set(feeds)
+        self.wanted = wanted
+        self.controlled = controlled
+        self.control_slot: dict[Operation, int] = {}
+        self.ref_out: dict[Tensor, bool] = {}
+        self.raw_steps: list[list] = []
+
+    def new_slot(self) -> int:
+        self.num_slots += 1
+        return self.num_slots - 1
+
+    def value_slot(self, tensor: Tensor, is_ref_input: bool, op: Operation | None) -> int:
+        """The slot ``op`` reads ``tensor`` from: a ref read into a value where the arg is not a ref."""
+        slot = self.slot_of[tensor]
+        if self.ref_out.get(tensor) and not is_ref_input:
+            out = self.new_slot()
+            self.raw_steps.append([_deref, (slot,), False, out, False, (slot,), op, _SCRATCH])
             return out
         return slot
 
-    for op, kernel in zip(order, kernels):
-        signature = kernel.signature
-        attrs = op.attrs
+    def add(self, op: Operation, kernel: _Kernel) -> None:
+        signature, attrs = kernel.signature, op.attrs
         ref_in = _ref_flags(signature.inputs, attrs) if signature else []
-        inputs = tuple(value_slot(t, i < len(ref_in) and ref_in[i], op) for i, t in enumerate(op.inputs))
+        inputs = tuple(self.value_slot(t, i < len(ref_in) and ref_in[i], op) for i, t in enumerate(op.inputs))
         count = op.num_outputs
         multi = kernel.multi
-        if multi is None:
-            outs = signature.outputs if signature is not None else ()
-            multi = len(outs) != 1 or bool(outs[0].number_attr or outs[0].type_list_attr)
-            multi = multi and count > 0 if signature is not None else count > 1
+        if multi is None and signature is not None:
+            outs = signature.outputs
+            one = len(outs) == 1 and not (outs[0].number_attr or outs[0].type_list_attr)
+            multi = not one and count > 0
+        elif multi is None:
+            multi = count > 1
         refs = _ref_flags(signature.outputs, attrs) if signature else []
         out_slots = []
         for index in range(count):
             tensor = op._outputs.get(index)
-            if tensor is None or tensor not in wanted or tensor in fed:
+            if tensor is None or tensor not in self.wanted or tensor in self.fed:
                 out_slots.append(_SCRATCH)
                 continue
-            slot_of[tensor] = new_slot()
-            ref_out[tensor] = index < len(refs) and refs[index]
-            out_slots.append(slot_of[tensor])
-        if op in controlled:
-            control_slot[op] = new_slot()
-        dead_inputs = inputs + tuple(control_slot[c] for c in op.control_inputs)
-        raw_steps.append(
-            [
-                _grouped(kernel.call, signature, op),
-                inputs,
-                multi,
-                tuple(out_slots) if multi else (out_slots[0] if out_slots else _SCRATCH),
-                kernel.accepts_dead,
-                dead_inputs,
-                op,
-                control_slot.get(op, _SCRATCH),
-            ]
-        )
-
-    fetch_slots = tuple(value_slot(t, False, t.op) for t in fetches)
-    return _finish(raw_steps, num_slots, tuple(slot_of[t] for t in feeds), fetch_slots, fetches, fed)
+            out_slots.append(self.new_slot())
+            self.slot_of[tensor] = out_slots[-1]
+            self.ref_out[tensor] = index < len(refs) and refs[index]
+        if op in self.controlled:
+            self.control_slot[op] = self.new_slot()
+        dead_inputs = inputs + tuple(self.control_slot[c] for c in op.control_inputs)
+        outputs = tuple(out_slots) if multi else (out_slots[0] if out_slots else _SCRATCH)
+        call = _grouped(kernel.call, signature, op)
+        ctrl = self.control_slot.get(op, _SCRATCH)
+        self.raw_steps.append([call, inputs, multi, outputs, kernel.accepts_dead, dead_inputs, op, ctrl])
 
 
-def _finish(raw_steps, num_slots, feed_slots, fetch_slots, fetches, fed) -> Plan:
+def build_plan(
+    feeds: Sequence[Tensor],
+    fetches: Sequence[Tensor],
+    targets: Sequence[Operation],
+    resources=None,
+    functions=None,
+) -> Plan:
+    """A Plan computing ``fetches`` and running ``targets`` with ``feeds`` given (in order)."""
+    order = _needed_ops(set(feeds), fetches, targets)
+    kernels = _resolve_all(order, resources, functions)
+    wanted = set(fetches).union(*(op.inputs for op in order))
+    controlled = {c for op in order for c in op.control_inputs}
+    builder = _StepBuilder(feeds, wanted, controlled)
+    for op, kernel in zip(order, kernels):
+        builder.add(op, kernel)
+    fetch_slots = tuple(builder.value_slot(t, False, t.op) for t in fetches)
+    feed_slots = tuple(builder.slot_of[t] for t in feeds)
+    return _finish(builder, feed_slots, fetch_slots, fetches)
+
+
+def _finish(builder: _StepBuilder, feed_slots, fetch_slots, fetches) -> Plan:
+    """Frees each slot after its last reader (never fetched slots) and freezes the steps."""
+    raw_steps = builder.raw_steps
     last_use: dict[int, int] = {}
     for index, raw in enumerate(raw_steps):
         for slot in raw[1]:
@@ -289,17 +299,23 @@ def _finish(raw_steps, num_slots, feed_slots, fetch_slots, fetches, fed) -> Plan
     )
     return Plan(
         steps=steps,
-        num_slots=num_slots,
+        num_slots=builder.num_slots,
         feed_slots=feed_slots,
         fetch_slots=fetch_slots,
-        fetch_fed=tuple(t in fed for t in fetches),
+        fetch_fed=tuple(t in builder.fed for t in fetches),
     )
 
 
-def run_plan(plan: Plan, feed_values: Sequence, steps: Sequence[Step] | None = None) -> list:
+def run_plan(
+    plan: Plan,
+    feed_values: Sequence,
+    steps: Sequence[Step] | None = None,
+    deadline: float | None = None,
+) -> list:
     """Runs the plan; returns the fetched values (DEAD where a fetch is dead).
 
-    ``steps`` replaces ``plan.steps`` for an instrumented run (timeouts, tracing).
+    ``steps`` replaces ``plan.steps`` for a traced run (``instrument``); ``deadline``
+    (``time.monotonic()`` seconds) is checked before every step: DeadlineExceededError.
     """
     vals: list = [None] * plan.num_slots
     for slot, value in zip(plan.feed_slots, feed_values):
@@ -310,6 +326,8 @@ def run_plan(plan: Plan, feed_values: Sequence, steps: Sequence[Step] | None = N
         for call, ins, multi, outs, frees, accepts_dead, dead_ins, op, ctrl in (
             plan.steps if steps is None else steps
         ):
+            if deadline is not None and _monotonic() > deadline:
+                raise errors.DeadlineExceededError(None, None, "Timed out waiting for notification")
             if dead is not None and not accepts_dead and not dead.isdisjoint(dead_ins):
                 _kill(vals, dead, outs if multi else (outs,), ctrl)
             elif multi:
@@ -362,21 +380,19 @@ def node_error(exc: Exception, op: Operation | None) -> errors.OpError:
     return error
 
 
-def instrument(plan: Plan, deadline: float | None, trace: list | None) -> tuple[Step, ...]:
-    """Steps whose calls check ``deadline`` (monotonic) and append (op, start_us, micros) to trace."""
+def instrument(plan: Plan, trace: list) -> tuple[Step, ...]:
+    """The plan's steps, each appending (op, start_us, micros) to ``trace`` when it runs."""
 
     def wrap(call: Callable, op: Operation | None) -> Callable:
-        def instrumented(*args):
-            if deadline is not None and time.monotonic() > deadline:
-                raise errors.DeadlineExceededError(None, None, "Timed out waiting for notification")
+        def traced(*args):
             start_us = time.time_ns() // 1000
             start = time.perf_counter()
             result = call(*args)
-            if trace is not None and op is not None:
+            if op is not None:
                 trace.append((op, start_us, int((time.perf_counter() - start) * 1e6)))
             return result
 
-        return instrumented
+        return traced
 
     return tuple(step._replace(call=wrap(step.call, step.op)) for step in plan.steps)
 

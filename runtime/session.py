@@ -137,7 +137,8 @@ class Session:
             trace: list | None = [] if tracing else None
             token = RUN_STATE.set((deadline, trace))
             try:
-                values = run_plan(plan, feed_values, instrument(plan, deadline, trace))
+                steps = instrument(plan, trace) if trace is not None else None
+                values = run_plan(plan, feed_values, steps, deadline)
             finally:
                 RUN_STATE.reset(token)
             if trace is not None:

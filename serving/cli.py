@@ -245,7 +245,8 @@ def _log_inactive_flags(options: ServerOptions) -> None:
     for name in _NOT_ACTIVE:
         value = getattr(options, name)
         if value != getattr(defaults, name):
-            logger.warning("--%s=%s accepted; this capability is not active yet.", name, value)
+            shown = str(value).lower() if isinstance(value, bool) else value
+            logger.warning("--%s=%s accepted; this capability is not active yet.", name, shown)
     if options.enable_model_warmup:
         logger.info("--enable_model_warmup: model warmup is not active yet; models load without warmup.")
 

@@ -34,12 +34,12 @@ from runtime import errors
 from serving import model_config
 from serving import policy as policy_lib
 from serving.policy import HarnessState
-from serving.servable import ManagerState, Servable, ServableId
+from serving.servable import ManagerState, Servable, ServableId, fingerprint, saved_model_load_fn
 from serving.source import AspiredVersion, FileSystemStoragePathSource, ServableToMonitor, VersionPolicy
 
 logger = logging.getLogger(__name__)
 
-LoadFn = Callable[[str, ServableId], Any]
+LoadFn = Callable[[str, ServableId], Any]  # (version directory, id) -> bundle
 StateListener = Callable[[ServableId, ManagerState], None]
 
 
@@ -54,21 +54,6 @@ def status_string(error: errors.OpError | None) -> str:
     if error is None:
         return "OK"
     return f"{errors.CODE_NAMES.get(error.code, 'UNKNOWN')}: {error.message}"
-
-
-def fingerprint(path: str) -> tuple:
-    """What a version directory holds (names, sizes, mtimes): changes while it is written."""
-    entries = []
-    for root, dirs, files in os.walk(path):
-        dirs.sort()
-        for name in sorted(files):
-            full = os.path.join(root, name)
-            try:
-                st = os.stat(full)
-            except OSError:
-                continue
-            entries.append((os.path.relpath(full, path), st.st_size, st.st_mtime_ns))
-    return tuple(entries)
 
 
 @dataclass(eq=False)
@@ -112,6 +97,9 @@ class AspiredVersionsManager:
         self._max_retries = max(0, max_num_load_retries)
         self._retry_interval = max(0.0, load_retry_interval_seconds)
         self._cv = threading.Condition(threading.RLock())
+        # A leaf lock for pin counts: handles are released from finalizers, which may run in any
+        # thread at any time, so releasing must never wait for the manager's lock.
+        self._pins = threading.Condition()
         self._harnesses: dict[str, dict[int, _Harness]] = {}
         self._available: dict[str, dict[int, _Harness]] = {}
         self._states: dict[str, dict[int, VersionState]] = {}  # the ServableStateMonitor
@@ -187,16 +175,17 @@ class AspiredVersionsManager:
             if h is None:
                 request = f"Latest({name})" if version is None else f"Specific({name}, {version})"
                 raise errors.NotFoundError(None, None, f"Servable not found for request: {request}")
-            h.pins += 1
+            with self._pins:
+                h.pins += 1
         servable = Servable(h.id.name, h.id.version, h.bundle)
         object.__setattr__(servable, "_release", weakref.finalize(servable, self._unpin, h))
         return servable
 
     def _unpin(self, h: _Harness) -> None:
-        with self._cv:
+        with self._pins:
             h.pins -= 1
             if h.pins == 0:
-                self._cv.notify_all()
+                self._pins.notify_all()
 
     def available_versions(self, name: str) -> list[int]:
         with self._cv:
@@ -354,10 +343,10 @@ class AspiredVersionsManager:
 
     def _unload(self, h: _Harness) -> None:
         logger.info("Quiescing servable version %s", h.id)
-        with self._cv:
+        with self._pins:
             started = time.monotonic()
             while h.pins > 0:
-                if not self._cv.wait(10.0):
+                if not self._pins.wait(10.0):
                     logger.warning(
                         "Servable version %s: still %d request(s) in flight after %.0fs",
                         h.id,
@@ -382,45 +371,6 @@ def _close_bundle(bundle: Any) -> None:
     close = getattr(session, "close", None)
     if callable(close):
         close()
-
-
-def session_config(options) -> Any:
-    """The Session ConfigProto the flags ask for (TF Serving's thread-count rules)."""
-    from apis.tensorflow.core.protobuf import config_pb2
-
-    intra, inter, both = (
-        options.tensorflow_intra_op_parallelism,
-        options.tensorflow_inter_op_parallelism,
-        options.tensorflow_session_parallelism,
-    )
-    if intra > 0 and inter > 0 and both > 0:
-        raise errors.InvalidArgumentError(
-            None,
-            None,
-            "Either configure server_options.tensorflow_session_parallelism or "
-            "(server_options.tensorflow_intra_op_parallelism, server_options.tensorflow_inter_op_parallelism) "
-            "separately. You cannot configure all.",
-        )
-    config = config_pb2.ConfigProto()
-    if intra > 0 or inter > 0:
-        config.intra_op_parallelism_threads, config.inter_op_parallelism_threads = intra, inter
-    else:
-        config.intra_op_parallelism_threads = config.inter_op_parallelism_threads = both
-    config.gpu_options.per_process_gpu_memory_fraction = options.per_process_gpu_memory_fraction
-    return config
-
-
-def saved_model_load_fn(options) -> LoadFn:
-    """Loads a version directory with ``loader.load_saved_model`` and the flags' tags."""
-    tags = set(options.saved_model_tag_set)
-    config = session_config(options)
-
-    def load(export_dir: str, servable_id: ServableId) -> Any:
-        from loader import load_saved_model  # the loader is imported only when a model loads
-
-        return load_saved_model(export_dir, tags=tags, session_config=config)
-
-    return load
 
 
 class ServerCore:
@@ -529,7 +479,7 @@ class ServerCore:
             self._config = model_config.ModelServerConfig.FromString(new_config.SerializeToString())
             self._update_labels()
             logger.info("Adding/updating models.")
-            self._add_models(old, is_first)
+            self._add_models(old, first_models=self._source is None)
             logger.info("Finished adding/updating models")
             logger.info("Finished reloading config")
 
@@ -545,7 +495,7 @@ class ServerCore:
                 self.options.allow_version_labels_for_unavailable_models,
             )
 
-    def _add_models(self, old_config, is_first: bool) -> None:
+    def _add_models(self, old_config, first_models: bool) -> None:
         servables = []
         for model in self._config.model_config_list.config:
             logger.info(" (Re-)adding model: %s", model.name)
@@ -553,7 +503,7 @@ class ServerCore:
             servables.append(ServableToMonitor(model.name, model.base_path, policy))
         names = {s.servable_name for s in servables}
         since = self._manager.current_seq()
-        if is_first:
+        if first_models:
             self._manager.set_num_load_threads(4 * (os.cpu_count() or 1))  # TF: fast initial load
             self._source = FileSystemStoragePathSource(
                 servables, self.options.file_system_poll_wait_seconds, self._manager.set_aspired_versions

@@ -60,8 +60,8 @@ def handle_reload_config_request(
             )
         try:
             core.reload_config(config)
-        except op_errors.OpError as e:
-            error = e
+        except Exception as e:  # every failure is answered with a status, never raised into grpc
+            error = errors.as_op_error(e)
     else:
         error = op_errors.InvalidArgumentError(
             None,

@@ -1,4 +1,4 @@
-"""Servable: one loaded version of a model, and the states a version goes through.
+"""Servable: one loaded version of a model, how it is loaded, and the states it goes through.
 
 A ``Servable`` returned by ``ServerCore.servable_handle`` is a handle: while it is referenced
 (or until its ``with`` block ends) the manager will not unload that version, exactly like TF
@@ -9,8 +9,12 @@ threads at once.
 from __future__ import annotations
 
 import enum
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from runtime import errors
 
 
 class ServableId(NamedTuple):
@@ -54,3 +58,57 @@ class Servable:
     def __exit__(self, *exc) -> None:
         if self._release is not None:
             self._release()
+
+
+def fingerprint(path: str) -> tuple:
+    """What a version directory holds (names, sizes, mtimes): changes while it is written."""
+    entries = []
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            entries.append((os.path.relpath(full, path), st.st_size, st.st_mtime_ns))
+    return tuple(entries)
+
+
+def session_config(options) -> Any:
+    """The Session ConfigProto the flags ask for (TF Serving's thread-count rules)."""
+    from apis.tensorflow.core.protobuf import config_pb2
+
+    intra, inter, both = (
+        options.tensorflow_intra_op_parallelism,
+        options.tensorflow_inter_op_parallelism,
+        options.tensorflow_session_parallelism,
+    )
+    if intra > 0 and inter > 0 and both > 0:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            "Either configure server_options.tensorflow_session_parallelism or "
+            "(server_options.tensorflow_intra_op_parallelism, server_options.tensorflow_inter_op_parallelism) "
+            "separately. You cannot configure all.",
+        )
+    config = config_pb2.ConfigProto()
+    if intra > 0 or inter > 0:
+        config.intra_op_parallelism_threads, config.inter_op_parallelism_threads = intra, inter
+    else:
+        config.intra_op_parallelism_threads = config.inter_op_parallelism_threads = both
+    config.gpu_options.per_process_gpu_memory_fraction = options.per_process_gpu_memory_fraction
+    return config
+
+
+def saved_model_load_fn(options) -> Callable[[str, ServableId], Any]:
+    """Loads a version directory with ``loader.load_saved_model`` and the flags' tags."""
+    tags = set(options.saved_model_tag_set)
+    config = session_config(options)
+
+    def load(export_dir: str, servable_id: ServableId) -> Any:
+        from loader import load_saved_model  # the loader is imported only when a model loads
+
+        return load_saved_model(export_dir, tags=tags, session_config=config)
+
+    return load

@@ -25,9 +25,10 @@ from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
 from serving import model_config
 from serving.health import ModelHealth
-from serving.manager import ServerCore, session_config, status_string
+from serving.manager import ServerCore, status_string
 from serving.model_service import ModelServiceServicer
 from serving.options import ServerOptions
+from serving.servable import session_config
 
 logger = logging.getLogger(__name__)
 

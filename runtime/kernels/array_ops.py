@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime import dtypes
-from runtime.kernels.math_ops import broadcast, invalid, out, shape_str
+from runtime.kernels.math_ops import broadcast, invalid, node_name, out, shape_str
 from runtime.kernels.registry import kernel
 
 
@@ -116,9 +116,7 @@ def broadcast_to(input, shape):  # noqa: A002
         if np.broadcast_shapes(input.shape, target) != target:
             raise ValueError
     except ValueError:
-        raise invalid(
-            f"Unable to broadcast tensor of shape {shape_str(input.shape)} to tensor of shape {shape_str(target)}"
-        ) from None
+        raise invalid(f"Incompatible shapes: {shape_str(input.shape)} vs. {shape_str(target)}") from None
     return np.array(np.broadcast_to(input, target))
 
 
@@ -172,9 +170,9 @@ def range_(start, limit, delta, *, Tidx=dtypes.DT_INT32):
     if delta == 0:
         raise invalid(f"Requires delta != 0: {delta}")
     if delta > 0 and start > limit:
-        raise invalid(f"Requires start <= limit when delta > 0: {start}/{limit}")
+        raise invalid(f"Requires start <= limit when delta > 0: {start:g}/{limit:g}")
     if delta < 0 and start < limit:
-        raise invalid(f"Requires start >= limit when delta < 0: {start}/{limit}")
+        raise invalid(f"Requires start >= limit when delta < 0: {start:g}/{limit:g}")
     dtype = dtypes.as_numpy_dtype(Tidx)
     if dtype.kind in "iu":
         count = (abs(limit - start) + abs(delta) - 1) // abs(delta)
@@ -305,9 +303,10 @@ def transpose(x, perm):
         )
     if sorted(p) != list(range(x.ndim)):
         bad = next((v for v in p if not 0 <= v < x.ndim), None)
-        raise invalid(
-            f"{bad} is out of range [0 .. {x.ndim})" if bad is not None else f"{p[0]} is missing from {{"
-        )
+        if bad is not None:
+            raise invalid(f"{bad} is out of range [0 .. {x.ndim})")
+        missing = next(i for i in range(x.ndim) if i not in p)
+        raise invalid(f"{missing} is missing from {{{','.join(str(v) for v in p)}}}.")
     return np.ascontiguousarray(np.transpose(x, p))
 
 
@@ -351,11 +350,7 @@ def reverse_sequence(input, seq_lengths, *, seq_dim, batch_dim=0):  # noqa: A002
     lengths = np.asarray(seq_lengths).astype(np.int64)
     if np.any(lengths > input.shape[seq_dim]):
         bad = int(np.flatnonzero(lengths > input.shape[seq_dim])[0])
-        raise (
-            invalid(f"seq_lens(0) > input.dim({seq_dim})")
-            if False
-            else invalid(f"seq_lens({bad}) > input.dim({seq_dim})")
-        )
+        raise invalid(f"seq_lens({bad}) > input.dims({seq_dim})")
     n = input.shape[seq_dim]
     pos = np.arange(n)
     shape = [1] * input.ndim
@@ -373,10 +368,11 @@ def reverse_sequence(input, seq_lengths, *, seq_dim, batch_dim=0):  # noqa: A002
 
 
 @kernel("Select")
-def select(condition, t, e):
+def select(condition, t, e, *, ctx=None):
     if t.shape != e.shape:
         raise invalid(
-            f"'then' and 'else' must have the same size.  but received: {shape_str(t.shape)} vs. {shape_str(e.shape)}"
+            f"Inputs to operation {node_name(ctx)} of type Select must have the same size and shape.  "
+            f"Input 0: {shape_str(t.shape)} != input 2: {shape_str(e.shape)}"
         )
     if condition.ndim == 1 and t.ndim > 1:
         if condition.shape[0] != t.shape[0]:
@@ -415,38 +411,40 @@ def where(input):  # noqa: A002
 # --------------------------------------------------------------------------- padding
 
 
-def _paddings(paddings, ndim):
+def _paddings(paddings, ndim, input_shape=""):
     pads = np.asarray(paddings).astype(np.int64)
     if pads.shape != (ndim, 2):
         raise invalid(
-            f"The first dimension of paddings must be the rank of inputs{shape_str(pads.shape)}, "
-            f"{shape_str([ndim])}"
+            f"The first dimension of paddings must be the rank of inputs{shape_str(pads.shape)} {input_shape}"
         )
     if np.any(pads < 0):
-        raise invalid("Paddings must be non-negative: " + " ".join(str(int(v)) for v in pads[pads < 0][:2]))
+        before, after = pads[np.flatnonzero(np.any(pads < 0, axis=1))[0]]
+        raise invalid(f"Paddings must be non-negative: {before} {after}")
     return [tuple(row) for row in pads.tolist()]
 
 
 @kernel("Pad", const_inputs=(1,))
 def pad(input, paddings):  # noqa: A002
     if input.ndim == 0:
-        _paddings(paddings, 0)
+        _paddings(paddings, 0, shape_str(input.shape))
         return input.copy()
     fill_value = b"" if input.dtype == object else 0
-    return np.pad(input, _paddings(paddings, input.ndim), constant_values=fill_value)
+    return np.pad(input, _paddings(paddings, input.ndim, shape_str(input.shape)), constant_values=fill_value)
 
 
 @kernel("PadV2", const_inputs=(1,))
 def pad_v2(input, paddings, constant_values):  # noqa: A002
     if input.ndim == 0:
-        _paddings(paddings, 0)
+        _paddings(paddings, 0, shape_str(input.shape))
         return input.copy()
-    return np.pad(input, _paddings(paddings, input.ndim), constant_values=constant_values.item())
+    return np.pad(
+        input, _paddings(paddings, input.ndim, shape_str(input.shape)), constant_values=constant_values.item()
+    )
 
 
 @kernel("MirrorPad", const_inputs=(1,))
 def mirror_pad(input, paddings, *, mode):  # noqa: A002
-    pads = _paddings(paddings, input.ndim)
+    pads = _paddings(paddings, input.ndim, shape_str(input.shape))
     offset = 0 if mode == "SYMMETRIC" else 1
     for d, (before, after) in enumerate(pads):
         if before > input.shape[d] - offset or after > input.shape[d] - offset:
@@ -711,10 +709,15 @@ def diag(diagonal):
 @kernel("DiagPart")
 def diag_part(input):  # noqa: A002
     half = input.ndim // 2
-    if input.ndim % 2 or input.shape[:half] != input.shape[half:]:
+    if input.ndim % 2 or input.ndim == 0:
         raise invalid(
-            f"Invalid shape {shape_str(input.shape)}: dimensions must be of the form [D1,...,Dk, D1,...,Dk]"
+            f"The rank of the tensor should be even and positive, got shape {shape_str(input.shape)}"
         )
+    for i in range(half):
+        if input.shape[i] != input.shape[i + half]:
+            raise invalid(
+                f"Invalid shape {shape_str(input.shape)}: dimensions {i} and {i + half} do not match."
+            )
     n = int(np.prod(input.shape[:half], dtype=np.int64))
     return np.ascontiguousarray(input.reshape(n, n)[np.arange(n), np.arange(n)].reshape(input.shape[:half]))
 
@@ -753,3 +756,106 @@ def roll(input, shift, axis):  # noqa: A002
 def list_diff(x, y, *, out_idx=dtypes.DT_INT32):
     keep = ~np.isin(x, y)
     return x[keep], out(np.flatnonzero(keep), dtypes.as_numpy_dtype(out_idx))
+
+
+# --------------------------------------------------------------------------- partition and stitch
+
+
+@kernel("DynamicStitch", "ParallelDynamicStitch")
+def dynamic_stitch(indices, data):
+    if len(indices) != len(data):
+        raise invalid(f"Mismatched number of indices and data: {len(indices)} vs {len(data)}")
+    rows, values = [], []
+    for i, (idx, value) in enumerate(zip(indices, data)):
+        idx = np.asarray(idx)
+        if value.shape[: idx.ndim] != idx.shape:
+            raise invalid(
+                f"data[{i}].shape = {shape_str(value.shape)} does not start with indices[{i}].shape = "
+                f"{shape_str(idx.shape)}"
+            )
+        rows.append(idx.reshape(-1).astype(np.int64))
+        values.append(value.reshape((idx.size,) + value.shape[idx.ndim :]))
+    flat = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    if flat.size and flat.min() < 0:
+        raise invalid(f"indices[{int(np.flatnonzero(flat < 0)[0])}] = {int(flat.min())} is out of range")
+    inner = data[0].shape[np.asarray(indices[0]).ndim :]
+    merged = np.zeros((int(flat.max()) + 1 if flat.size else 0,) + inner, data[0].dtype)
+    merged[flat] = np.concatenate(values) if values else merged[:0]  # later pieces win, as TF's do
+    return merged
+
+
+@kernel("DynamicPartition")
+def dynamic_partition(data, partitions, *, num_partitions):
+    partitions = np.asarray(partitions)
+    if data.shape[: partitions.ndim] != partitions.shape:
+        raise invalid(
+            f"data.shape must start with partitions.shape, got data.shape = {shape_str(data.shape)}, "
+            f"partitions.shape = {shape_str(partitions.shape)}"
+        )
+    bad = (partitions < 0) | (partitions >= num_partitions)
+    if np.any(bad):
+        pos = np.unravel_index(int(np.flatnonzero(bad.reshape(-1))[0]), partitions.shape)
+        raise invalid(f"partitions{shape_str(pos)} = {int(partitions[pos])} is not in [0, {num_partitions})")
+    flat = partitions.reshape(-1)
+    rows = data.reshape((flat.size,) + data.shape[partitions.ndim :])
+    return tuple(rows[flat == p] for p in range(num_partitions))
+
+
+@kernel("Reverse")
+def reverse(tensor, dims):
+    flags = np.asarray(dims).reshape(-1)
+    if flags.size != tensor.ndim:
+        raise invalid(
+            f"'dims' must have the same number of values as 'input' has dimensions. 'input' has "
+            f"{tensor.ndim}'dims' has {flags.size} values"
+        )
+    axes = tuple(int(a) for a in np.flatnonzero(flags))
+    return np.array(np.flip(tensor, axes)) if axes else tensor.copy()
+
+
+@kernel("UnravelIndex")
+def unravel_index(indices, dims):
+    shape = _ints(dims)
+    if any(d <= 0 for d in shape) and shape:
+        raise invalid("All dimensions must be positive")  # TF's check on dims
+    total = int(np.prod(shape, dtype=np.int64))
+    flat = np.asarray(indices)
+    if np.any((flat < 0) | (flat >= total)):
+        raise invalid("index is out of bound as with dims")
+    return out(np.stack(np.unravel_index(flat.astype(np.int64), shape)), indices.dtype)
+
+
+def _unique_along(x, axis_value, out_idx):
+    axes = _ints(axis_value)
+    if len(axes) > 1:
+        raise invalid(f"Axis argument must be a scalar or a 1-D tensor of size 1, got {len(axes)} values")
+    if not axes:
+        if x.ndim != 1:
+            raise invalid("unique expects a 1D vector.")
+        axis = 0
+    else:
+        axis = axes[0]
+        if not -x.ndim <= axis < x.ndim:
+            raise invalid(f"axis has to be between [{-x.ndim}, {x.ndim}), got {axis}")
+        axis %= x.ndim
+    if x.dtype == object:
+        _, first, inverse = np.unique(x, return_index=True, return_inverse=True)
+    else:
+        _, first, inverse = np.unique(x, axis=axis, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank_of = np.empty_like(order)
+    rank_of[order] = np.arange(order.size)
+    idx = out(rank_of[inverse.reshape(-1)], dtypes.as_numpy_dtype(out_idx))
+    return np.ascontiguousarray(np.take(x, first[order], axis=axis)), idx
+
+
+@kernel("UniqueV2", const_inputs=(1,))
+def unique_v2(x, axis, *, out_idx=dtypes.DT_INT32):
+    return _unique_along(x, axis, out_idx)
+
+
+@kernel("UniqueWithCountsV2", const_inputs=(1,))
+def unique_with_counts_v2(x, axis, *, out_idx=dtypes.DT_INT32):
+    y, idx = _unique_along(x, axis, out_idx)
+    counts = np.bincount(idx.astype(np.int64), minlength=len(np.unique(idx)) if idx.size else 0)
+    return y, idx, out(counts, idx.dtype)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.errors import UnimplementedError
+from runtime.errors import OutOfRangeError, UnimplementedError
 from runtime.kernels.math_ops import invalid, out, shape_str
 from runtime.kernels.registry import kernel
 
@@ -100,7 +100,7 @@ def crop_and_resize(image, boxes, box_ind, crop_size, *, method="bilinear", extr
             f"boxes must be 2-D [num_boxes, 4]{shape_str(boxes.shape)} with box_index of [num_boxes]"
         )
     if np.any((box_ind < 0) | (box_ind >= batch)):
-        raise invalid("box_index has values outside [0, batch_size)")
+        raise OutOfRangeError(None, None, "box_index has values outside [0, batch_size)")
     b = boxes.astype(np.float32)
     in_y = _crop_coords(b[:, 0], b[:, 2], in_h, crop_h)
     in_x = _crop_coords(b[:, 1], b[:, 3], in_w, crop_w)
@@ -160,7 +160,7 @@ def _hsv_to_rgb(h, s, v):
     c = s * v
     m = v - c
     dh = h * 6
-    category = np.trunc(dh)
+    category = np.clip(np.trunc(dh), 0, 5)  # h == 1 is red again, like h == 0
     x = c * (1 - np.abs(np.mod(dh, 2) - 1))
     zero = np.zeros_like(c)
     table = [(c, x, zero), (x, c, zero), (zero, c, x), (zero, x, c), (x, zero, c), (c, zero, x)]
@@ -231,7 +231,7 @@ def _nms(boxes, scores, max_output_size, iou_threshold, score_threshold):
         raise invalid("scores has incompatible shape")
     limit = int(np.asarray(max_output_size))
     if limit < 0:
-        raise invalid(f"max_output_size must be non-negative, got {limit}")
+        raise invalid("output size must be non-negative")
     iou_t = float(np.asarray(iou_threshold))
     if not 0 <= iou_t <= 1:
         raise invalid("iou_threshold must be in [0, 1]")
@@ -308,3 +308,253 @@ def non_max_suppression_v5(
     selected_scores = np.zeros(selected.shape, scores.dtype)
     selected_scores[: chosen.size] = scores[chosen]
     return selected, selected_scores, valid
+
+
+# --------------------------------------------------------------------------- bicubic and area
+# Both are separable: a (out, in) weight matrix per axis, applied with one einsum.
+
+_CUBIC_TABLE_SIZE = 1024
+
+
+def _cubic_table(a: float) -> np.ndarray:
+    # TF samples the Keys kernel at 1/1024 steps in float32: [i, 0] for |x| < 1, [i, 1] for 1 <= |x| < 2.
+    x = np.arange(_CUBIC_TABLE_SIZE + 1, dtype=np.float32) / np.float32(_CUBIC_TABLE_SIZE)
+    a = np.float32(a)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far_x = x + 1
+    far = ((a * far_x - 5 * a) * far_x + 8 * a) * far_x - 4 * a
+    return np.stack([near, far], axis=1).astype(np.float32)
+
+
+def _bicubic_weights(out_size, in_size, scale, half_pixel_centers):
+    table = _cubic_table(-0.5 if half_pixel_centers else -0.75)
+    x = np.arange(out_size, dtype=np.float32)
+    source = (x + np.float32(0.5)) * scale - np.float32(0.5) if half_pixel_centers else x * scale
+    base = np.floor(source)
+    offset = np.rint((source - base) * np.float32(_CUBIC_TABLE_SIZE)).astype(np.int64)
+    weights = np.stack(
+        [
+            table[offset, 1],
+            table[offset, 0],
+            table[_CUBIC_TABLE_SIZE - offset, 0],
+            table[_CUBIC_TABLE_SIZE - offset, 1],
+        ],
+        axis=1,
+    )
+    taps = base.astype(np.int64)[:, None] + np.arange(-1, 3)[None, :]
+    if half_pixel_centers:  # Keys cubic: taps outside the image get no weight, the rest renormalised
+        inside = (taps >= 0) & (taps < in_size)
+        weights = np.where(inside, weights, np.float32(0))
+        total = weights.sum(axis=1, keepdims=True)
+        weights = np.where(np.abs(total) >= 1000 * np.finfo(np.float32).tiny, weights / total, weights)
+    matrix = np.zeros((out_size, in_size), np.float32)
+    rows = np.broadcast_to(np.arange(out_size)[:, None], taps.shape)
+    np.add.at(matrix, (rows, np.clip(taps, 0, in_size - 1)), weights)
+    return matrix
+
+
+@kernel("ResizeBicubic", const_inputs=(1,))
+def resize_bicubic(images, size, *, align_corners=False, half_pixel_centers=False):
+    out_h, out_w = _resize_args(images, size, align_corners, half_pixel_centers)
+    _, in_h, in_w, _ = images.shape
+    wy = _bicubic_weights(out_h, in_h, _scale(in_h, out_h, align_corners), half_pixel_centers)
+    wx = _bicubic_weights(out_w, in_w, _scale(in_w, out_w, align_corners), half_pixel_centers)
+    result = np.einsum("yi,nijc,xj->nyxc", wy, images.astype(np.float32), wx, optimize=True)
+    return out(result, np.float32)
+
+
+def _area_weights(out_size, in_size, scale):
+    matrix = np.zeros((out_size, in_size), np.float32)
+    for o in range(out_size):  # one row of weights per output pixel (never per input element)
+        start, end = np.float32(o) * scale, np.float32(o + 1) * scale
+        cells = np.arange(int(np.floor(start)), int(np.ceil(end)))
+        if cells.size == 0:
+            continue
+        lo = np.maximum(cells.astype(np.float32), start)
+        hi = np.minimum(cells.astype(np.float32) + 1, end)
+        np.add.at(matrix[o], np.clip(cells, 0, in_size - 1), (hi - lo).astype(np.float32))
+    return matrix
+
+
+@kernel("ResizeArea", const_inputs=(1,))
+def resize_area(images, size, *, align_corners=False):
+    out_h, out_w = _resize_args(images, size, align_corners, False)
+    _, in_h, in_w, _ = images.shape
+    sy, sx = _scale(in_h, out_h, align_corners), _scale(in_w, out_w, align_corners)
+    wy, wx = _area_weights(out_h, in_h, sy), _area_weights(out_w, in_w, sx)
+    result = np.einsum("yi,nijc,xj->nyxc", wy, images.astype(np.float32), wx, optimize=True)
+    return out(result * (np.float32(1) / (sy * sx)), np.float32)
+
+
+# --------------------------------------------------------------------------- ScaleAndTranslate
+
+
+def _sampling_kernel(kernel_type: str):
+    """TF's sampling kernels (``sampling_kernels.h``): (function of |x|, radius)."""
+    pi = np.float32(3.14159265359)
+
+    def lanczos(radius):
+        def fn(x):
+            with np.errstate(all="ignore"):
+                value = radius * np.sin(pi * x) * np.sin(pi * x / radius) / (pi * pi * x * x)
+            return np.where(x > radius, 0, np.where(x <= 1e-3, 1, value))
+
+        return fn, float(radius)
+
+    sigma = np.float32(1.5 / 3)
+    kernels = {
+        "lanczos1": lanczos(1),
+        "lanczos3": lanczos(3),
+        "lanczos5": lanczos(5),
+        "gaussian": (lambda x: np.where(x >= 1.5, 0, np.exp(-x * x / (2 * sigma * sigma))), 1.5),
+        "box": (lambda x: np.where(x < 0.5, 1, np.where(x == 0.5, 0.5, 0)), 1.0),
+        "triangle": (lambda x: np.where(x < 1, 1 - x, 0), 1.0),
+        "keyscubic": (
+            lambda x: np.where(
+                x >= 2, 0, np.where(x >= 1, ((-0.5 * x + 2.5) * x - 4) * x + 2, ((1.5 * x - 2.5) * x) * x + 1)
+            ),
+            2.0,
+        ),
+        "mitchellcubic": (
+            lambda x: np.where(
+                x >= 2,
+                0,
+                np.where(
+                    x >= 1,
+                    (((-7 / 18) * x + 2) * x - 10 / 3) * x + 16 / 9,
+                    (((7 / 6) * x - 2) * x) * x + 8 / 9,
+                ),
+            ),
+            2.0,
+        ),
+    }
+    if kernel_type not in kernels:
+        raise invalid(f"Unrecognized kernel type: {kernel_type}")
+    return kernels[kernel_type]
+
+
+def _span_weights(out_size, in_size, scale, translation, kernel_fn, radius, antialias):
+    inv_scale = np.float32(1) / np.float32(scale)
+    inv_translate = -inv_scale * np.float32(translation)
+    kernel_scale = max(inv_scale, np.float32(1)) if antialias else np.float32(1)
+    sample = (np.arange(out_size, dtype=np.float32) + np.float32(0.5)) * inv_scale + inv_translate
+    reach = np.float32(radius) * kernel_scale
+    start = np.clip(np.ceil(sample - reach - np.float32(0.5)), 0, in_size - 1)
+    end = np.clip(np.floor(sample + reach - np.float32(0.5)), 0, in_size - 1) + 1
+    source = np.arange(in_size, dtype=np.float32)[None, :]
+    inside = (
+        (source >= start[:, None]) & (source < end[:, None]) & ((sample >= 0) & (sample <= in_size))[:, None]
+    )
+    position = np.abs((source + np.float32(0.5) - sample[:, None]) * (np.float32(1) / kernel_scale))
+    weights = np.where(inside, kernel_fn(position).astype(np.float32), np.float32(0))
+    total = weights.sum(axis=1, keepdims=True, dtype=np.float32)
+    usable = np.abs(total) >= 1000 * np.finfo(np.float32).tiny
+    with np.errstate(all="ignore"):
+        return np.where(usable, weights * (np.float32(1) / total), np.float32(0)).astype(np.float32)
+
+
+@kernel("ScaleAndTranslate", const_inputs=(1,))
+def scale_and_translate(images, size, scale, translation, *, kernel_type="lanczos3", antialias=True):
+    if images.ndim != 4:
+        raise invalid(f"input must be 4-dimensional{shape_str(images.shape)}")
+    out_h, out_w = (int(v) for v in np.asarray(size).reshape(-1))
+    if out_h <= 0 or out_w <= 0:
+        raise invalid("output dimensions must be positive")
+    sy, sx = (float(v) for v in np.asarray(scale).reshape(-1))
+    ty, tx = (float(v) for v in np.asarray(translation).reshape(-1))
+    if sy <= 0 or sx <= 0:
+        raise invalid("Scale must be greater than zero.")
+    fn, radius = _sampling_kernel(kernel_type)
+    _, in_h, in_w, _ = images.shape
+    wy = _span_weights(out_h, in_h, sy, ty, fn, radius, antialias)
+    wx = _span_weights(out_w, in_w, sx, tx, fn, radius, antialias)
+    result = np.einsum("yi,nijc,xj->nyxc", wy, images.astype(np.float32), wx, optimize=True)
+    return out(result, np.float32)
+
+
+@kernel("CombinedNonMaxSuppression")
+def combined_non_max_suppression(
+    boxes,
+    scores,
+    max_output_size_per_class,
+    max_total_size,
+    iou_threshold,
+    score_threshold,
+    *,
+    pad_per_class=False,
+    clip_boxes=True,
+):
+    if boxes.ndim != 4 or boxes.shape[3] != 4:
+        raise invalid(f"boxes must be 4-D[batch_size, num_boxes, q, 4]{shape_str(boxes.shape)}")
+    if scores.ndim != 3 or scores.shape[:2] != boxes.shape[:2]:
+        raise invalid(f"scores must be 3-D[batch_size, num_boxes, num_classes]{shape_str(scores.shape)}")
+    batch, _, q, _ = boxes.shape
+    num_classes = scores.shape[2]
+    if q not in (1, num_classes):
+        raise invalid("third dimension of boxes must be either 1 or num classes")
+    per_class = int(np.asarray(max_output_size_per_class))
+    total = int(np.asarray(max_total_size))
+    if total <= 0:
+        raise invalid("max_total_size should be > 0")
+    detections = min(total, per_class * num_classes) if pad_per_class else total
+    out_boxes = np.zeros((batch, detections, 4), np.float32)
+    out_scores = np.zeros((batch, detections), np.float32)
+    out_classes = np.zeros((batch, detections), np.float32)
+    valid = np.zeros(batch, np.int32)
+    threshold = float(np.asarray(score_threshold))
+    for b in range(batch):  # one NMS per image and class, each vectorised over the boxes
+        found_scores, found_classes, found_boxes = [], [], []
+        for c in range(num_classes):
+            class_boxes = boxes[b, :, 0 if q == 1 else c].astype(np.float32)
+            chosen = _nms(class_boxes, scores[b, :, c], per_class, iou_threshold, threshold)
+            found_scores.append(scores[b, chosen, c].astype(np.float32))
+            found_classes.append(np.full(chosen.size, c, np.float32))
+            found_boxes.append(class_boxes[chosen])
+        all_scores = np.concatenate(found_scores)
+        order = np.argsort(-all_scores, kind="stable")[:detections]
+        count = order.size
+        picked = np.concatenate(found_boxes)[order]
+        if clip_boxes:
+            picked = np.clip(picked, 0, 1)
+        out_boxes[b, :count] = picked
+        out_scores[b, :count] = all_scores[order]
+        out_classes[b, :count] = np.concatenate(found_classes)[order]
+        valid[b] = count
+    return out_boxes, out_scores, out_classes, valid
+
+
+@kernel("AdjustHue")
+def adjust_hue(images, delta):
+    _check_rgb(images)
+    x = images.astype(np.float32)
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]
+    # TF's six-sector hue: category by the order of the channels, fraction by the middle one.
+    conditions = [
+        (r < g) & (b < r),
+        (r < g) & (b > g),
+        (r < g),
+        (b < g),
+        (b > r),
+    ]
+    category = np.select(conditions, [1, 3, 2, 0, 4], 5)
+    v_max = np.select(conditions, [g, b, g, r, b], r)
+    v_mid = np.select(conditions, [r, g, b, g, r], b)
+    v_min = np.select(conditions, [b, r, r, b, g], g)
+    with np.errstate(all="ignore"):
+        ratio = (v_mid - v_min) / (v_max - v_min)
+    increase = (category & 1) == 0
+    h = np.where(v_max == v_min, np.float32(0), category + np.where(increase, ratio, 1 - ratio)).astype(
+        np.float32
+    )
+    h = h + np.float32(delta) * np.float32(6)
+    h = np.mod(h, np.float32(6))
+    h = np.where(h >= 6, h - 6, h)
+    category = np.trunc(h).astype(np.int64)
+    ratio = h - category
+    ratio = np.where((category & 1) == 0, ratio, 1 - ratio)
+    v_mid = v_min + ratio * (v_max - v_min)
+    cases = [category == k for k in range(5)]
+    red = np.select(cases, [v_max, v_mid, v_min, v_min, v_mid], v_max)
+    green = np.select(cases, [v_mid, v_max, v_max, v_mid, v_min], v_min)
+    blue = np.select(cases, [v_min, v_min, v_mid, v_max, v_max], v_mid)
+    return out(np.stack([red, green, blue], axis=-1), images.dtype)

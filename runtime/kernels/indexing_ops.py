@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.kernels.array_ops import _ints
-from runtime.kernels.math_ops import invalid, shape_str
+from runtime.kernels.math_ops import invalid, node_name, shape_str
 from runtime.kernels.registry import kernel
 
 # --------------------------------------------------------------------------- slicing
@@ -53,6 +53,8 @@ def gather_v2(params, indices, axis, *, batch_dims=0):
     indices = np.asarray(indices)
     a = int(np.asarray(axis))
     if not -params.ndim <= a < params.ndim:
+        if a >= params.ndim:  # TF's shape check fires before the kernel's range check
+            raise invalid(f"Shape must be at least rank {a + 1} but is rank {params.ndim}")
         raise invalid(f"Expected axis in the range [{-params.ndim}, {params.ndim}), but got {a}")
     a %= params.ndim
     if batch_dims < 0:
@@ -83,7 +85,7 @@ def gather(params, indices, *, validate_indices=True):
     return gather_v2(params, indices, 0)
 
 
-def _gather_nd_flat(params, indices, what):
+def _gather_nd_flat(params, indices, what, suffix=""):
     depth = indices.shape[-1]
     if depth > params.ndim:
         raise invalid(
@@ -98,15 +100,16 @@ def _gather_nd_flat(params, indices, what):
             ",".join(str(int(p)) for p in np.unravel_index(i, indices.shape[:-1])) if indices.ndim > 1 else ""
         )
         raise invalid(
-            f"indices[{pos}] = {shape_str(flat[i])} does not index into {what} {shape_str(params.shape)}"
+            f"indices[{pos}] = [{', '.join(str(int(v)) for v in flat[i])}] does not index into {what} "
+            f"{shape_str(params.shape)}{suffix}"
         )
     return flat, depth
 
 
 @kernel("GatherNd")
-def gather_nd(params, indices, *, bad_indices_policy=""):
+def gather_nd(params, indices, *, bad_indices_policy="", ctx=None):
     indices = np.asarray(indices)
-    flat, depth = _gather_nd_flat(params, indices, "param shape")
+    flat, depth = _gather_nd_flat(params, indices, "param shape", f", node name: {node_name(ctx)}")
     taken = params[tuple(flat.T)] if depth else np.broadcast_to(params, (flat.shape[0],) + params.shape)
     return np.array(taken.reshape(indices.shape[:-1] + params.shape[depth:]))
 
@@ -138,12 +141,12 @@ def _scatter_nd(target, indices, updates, mode, what):
 @kernel("ScatterNd", const_inputs=(2,))
 def scatter_nd(indices, updates, shape, *, bad_indices_policy=""):
     target = np.zeros(_ints(shape), updates.dtype)
-    return _scatter_nd(target, indices, updates, "add", "output shape")
+    return _scatter_nd(target, indices, updates, "add", "shape")
 
 
 def _tensor_scatter(mode):
     def compute(tensor, indices, updates, *, bad_indices_policy=""):
-        return _scatter_nd(np.array(tensor, copy=True), indices, updates, mode, "input")
+        return _scatter_nd(np.array(tensor, copy=True), indices, updates, mode, "shape")
 
     return compute
 

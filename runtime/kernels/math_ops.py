@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from runtime import dtypes
-from runtime.errors import InternalError, InvalidArgumentError, UnimplementedError
+from runtime.errors import FailedPreconditionError, InternalError, InvalidArgumentError, UnimplementedError
 from runtime.kernels.registry import kernel
 
 
@@ -27,6 +27,11 @@ def shape_str(shape) -> str:
 
 def invalid(message: str) -> InvalidArgumentError:
     return InvalidArgumentError(None, None, message)
+
+
+def node_name(ctx) -> str:
+    """The node a kernel runs for, for the few TF texts that name it ("?" outside a Session)."""
+    return ctx.name if ctx is not None else "?"
 
 
 def out(value, dtype) -> np.ndarray:
@@ -392,13 +397,13 @@ for _op, (_fn, _int_div, _via32) in _BINARY.items():
 
 
 @kernel("AddN")
-def add_n(inputs):
+def add_n(inputs, *, ctx=None):
     total = np.array(inputs[0], copy=True)
     with np.errstate(all="ignore"):
         for i, value in enumerate(inputs[1:], 1):
             if value.shape != total.shape:
                 raise invalid(
-                    f"Inputs to operation AddN must have the same size and shape.  Input 0: "
+                    f"Inputs to operation {node_name(ctx)} of type AddN must have the same size and shape.  Input 0: "
                     f"{shape_str(total.shape)} != input {i}: {shape_str(value.shape)}"
                 )
             total = total + value
@@ -410,8 +415,9 @@ def clip_by_value(t, clip_value_min, clip_value_max):
     for bound in (clip_value_min, clip_value_max):
         if bound.ndim and bound.shape != t.shape:
             raise invalid(
-                "clip_value_min and clip_value_max must be either scalars or have the same shape as "
-                f"the input: {shape_str(clip_value_min.shape)} vs. {shape_str(t.shape)}"
+                "clip_value_min and clip_value_max must be either of the same shape as input, or a scalar. "
+                f"input shape: {shape_str(t.shape)}clip_value_min shape: {shape_str(clip_value_min.shape)}"
+                f"clip_value_max shape: {shape_str(clip_value_max.shape)}"
             )
     return out(np.minimum(np.maximum(t, clip_value_min), clip_value_max), t.dtype)
 
@@ -495,14 +501,16 @@ def cast(x, *, SrcT=None, DstT=dtypes.DT_FLOAT, Truncate=False):
 
 
 def _float_to_int(x: np.ndarray, dst: np.dtype) -> np.ndarray:
-    # Truncation toward zero; NaN becomes 0 and out-of-range values saturate, as TF's CPU cast does.
-    info = np.iinfo(dst)
-    wide = np.trunc(x.astype(np.float64))
-    wide = np.where(np.isnan(wide), 0, wide)
-    clipped = np.clip(wide, info.min, info.max)
-    result = clipped.astype(dst)
-    result = np.where(wide >= float(info.max), info.max, result)
-    return out(result, dst)
+    """x86's truncating conversion, as TF's CPU Cast compiles to: toward zero; NaN and values out
+    of the int32 (int64 for 8-byte targets) range become that type's minimum; narrower targets
+    then wrap from the int32 value, as C++'s static_cast through int does."""
+    wide = np.dtype(np.int64) if dst.itemsize == 8 or dst == np.dtype(np.uint32) else np.dtype(np.int32)
+    info = np.iinfo(wide)
+    t = np.trunc(x.astype(np.float64))
+    bad = np.isnan(t) | (t >= 2.0 ** (info.bits - 1)) | (t < -(2.0 ** (info.bits - 1)))
+    converted = np.where(bad, 0, t).astype(wide)
+    converted[bad] = info.min
+    return out(converted.astype(dst), dst)
 
 
 # --------------------------------------------------------------------------- complex, bits, misc
@@ -521,7 +529,8 @@ def angle(input, *, Tout=dtypes.DT_FLOAT):  # noqa: A002
 
 @kernel("PopulationCount")
 def population_count(x):
-    return out(np.bitwise_count(x), np.uint8)
+    unsigned = x.view(np.dtype(f"u{x.dtype.itemsize}"))  # numpy counts |x| for signed types
+    return out(np.bitwise_count(unsigned), np.uint8)
 
 
 @kernel("Cross")
@@ -529,7 +538,7 @@ def cross(a, b):
     if a.shape != b.shape:
         raise invalid(f"a and b must be the same shape: {shape_str(a.shape)} vs {shape_str(b.shape)}")
     if a.ndim == 0 or a.shape[-1] != 3:
-        raise invalid(f"Last dimension of a must have size 3: {shape_str(a.shape)}")
+        raise FailedPreconditionError(None, None, "Cross-products are only defined for 3-element vectors.")
     return out(np.cross(a, b), a.dtype)
 
 
@@ -567,3 +576,80 @@ def leaky_relu_grad(gradients, features, *, alpha=0.2):
     return out(
         np.where(features > 0, gradients, gradients * np.asarray(alpha, gradients.dtype)), gradients.dtype
     )
+
+
+@kernel("AccumulateNV2")
+def accumulate_n_v2(inputs, *, shape=None, ctx=None):
+    return add_n(inputs, ctx=ctx)
+
+
+@kernel("NextAfter")
+def next_after(x1, x2):
+    broadcast(x1, x2)
+    return out(np.nextafter(x1, x2), x1.dtype)
+
+
+@kernel("CheckNumericsV2")
+def check_numerics_v2(tensor, *, message):
+    if tensor.dtype.kind != "f" and not _low_precision(tensor.dtype):
+        return tensor
+    values = tensor.astype(np.float32) if _low_precision(tensor.dtype) else tensor
+    found = [
+        name
+        for name, present in (
+            ("-Inf", np.any(values == -np.inf)),
+            ("+Inf", np.any(values == np.inf)),
+            ("NaN", np.any(np.isnan(values))),
+        )
+        if present
+    ]
+    if found:
+        raise invalid(f"{message} : Tensor had {' and '.join(found)} values")
+    return tensor
+
+
+# Inverse error functions by Newton's method on the double-precision erf/erfc above, started from
+# Winitzki's closed-form approximation (tails solved in log space, where erfc is tiny).
+_WINITZKI_A = 0.147
+
+
+def _erfinv_guess(y):
+    log_term = np.log1p(-y * y)
+    first = 2 / (np.pi * _WINITZKI_A) + log_term / 2
+    return np.copysign(np.sqrt(np.sqrt(first * first - log_term / _WINITZKI_A) - first), y)
+
+
+def erfinv64(y: np.ndarray) -> np.ndarray:
+    y = np.asarray(y, np.float64)
+    with np.errstate(all="ignore"):
+        x = _erfinv_guess(y)
+        for _ in range(4):
+            x = x - (erf64(x) - y) / (2 / math.sqrt(math.pi) * np.exp(-x * x))
+        x = np.where(np.abs(y) > 0.9, _erfcinv_tail(1 - np.abs(y)) * np.sign(y), x)
+        x = np.where(np.abs(y) == 1, np.copysign(np.inf, y), x)
+        return np.where(np.abs(y) > 1, np.nan, x)
+
+
+def _erfcinv_tail(q):
+    """x > 0 with erfc(x) = q for 0 < q <= 0.1, by Newton on log(erfc(x)) - log(q)."""
+    q = np.clip(q, np.finfo(np.float64).tiny, 1)
+    x = np.sqrt(-np.log(q * np.sqrt(-np.log(q))))
+    for _ in range(8):
+        e = erfc64(x)
+        x = x + (np.log(e) - np.log(q)) * e / (2 / math.sqrt(math.pi) * np.exp(-x * x))
+    return x
+
+
+def ndtri64(p: np.ndarray) -> np.ndarray:
+    p = np.asarray(p, np.float64)
+    with np.errstate(all="ignore"):
+        central = math.sqrt(2) * erfinv64(2 * p - 1)
+        lower = -math.sqrt(2) * _erfcinv_tail(2 * p)
+        upper = math.sqrt(2) * _erfcinv_tail(2 * (1 - p))
+        x = np.where(p < 0.05, lower, np.where(p > 0.95, upper, central))
+        x = np.where(p == 0, -np.inf, np.where(p == 1, np.inf, x))
+        return np.where((p < 0) | (p > 1), np.nan, x)
+
+
+kernel("Erfinv")(_unary(_special(erfinv64)))
+kernel("Ndtri")(_unary(_special(ndtri64)))

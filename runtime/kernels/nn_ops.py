@@ -529,7 +529,7 @@ def nth_element(input, n, *, reverse=False):  # noqa: A002
     if input.ndim < 1:
         raise invalid(f"Input must be >= 1-D, got shape {shape_str(input.shape)}")
     if not 0 <= k < input.shape[-1]:
-        raise invalid(f"Input must have at least n+1 columns. Had {input.shape[-1]}, needed {k + 1}")
+        raise invalid(f"Input must have last dimension > n = {k}")
     ordered = np.sort(input, axis=-1)
     return np.ascontiguousarray(ordered[..., -1 - k] if reverse else ordered[..., k])
 

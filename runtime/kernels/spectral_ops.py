@@ -43,11 +43,20 @@ def _lengths(fft_length, rank: int) -> list[int]:
     return lengths
 
 
+def _check_lengths(x: np.ndarray, needed: list[int]) -> None:
+    """TF crops the transformed axes to fft_length but never zero-pads them."""
+    for i, n in enumerate(needed):
+        axis = x.ndim - len(needed) + i
+        if x.shape[axis] < n:
+            raise invalid(f"Input dimension {axis} must have length of at least {n} but got: {x.shape[axis]}")
+
+
 def _rfft(rank: int):
     def compute(input, fft_length, *, Tcomplex=dtypes.DT_COMPLEX64):  # noqa: A002
         axes = _axes(input, rank)
         lengths = _lengths(fft_length, rank)
         dtype = dtypes.as_numpy_dtype(Tcomplex)
+        _check_lengths(input, lengths)
         if 0 in lengths:
             return np.zeros(
                 input.shape[:-rank] + tuple(lengths[:-1]) + (lengths[-1] // 2 + 1 if lengths[-1] else 0,),
@@ -63,6 +72,7 @@ def _irfft(rank: int):
         axes = _axes(input, rank)
         lengths = _lengths(fft_length, rank)
         dtype = dtypes.as_numpy_dtype(Treal)
+        _check_lengths(input, lengths[:-1] + [lengths[-1] // 2 + 1])
         if 0 in lengths:
             return np.zeros(input.shape[:-rank] + tuple(lengths), dtype)
         # TF reads only the first fft_length[-1] // 2 + 1 bins of the inner axis (and crops or

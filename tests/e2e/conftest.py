@@ -14,8 +14,10 @@ Usage::
   and ``--grpc_bind_address=127.0.0.1`` added (pass your own ``--port=...`` to override),
   waits until the health service answers SERVING (``wait=False``: don't), and returns a
   ``ModelServerProcess``: ``.port``, ``.address``, ``.channel()`` (cached, closed on stop),
-  ``.unix_channel(path)``, ``.stop(sig=SIGTERM)``, ``.wait_exit()``, ``.output()`` (stdout and
-  stderr so far), ``.proc``. Every process is killed at teardown if still alive.
+  ``.new_channel(target=None, options=None)`` (another channel, e.g. with raised message
+  limits), ``.unix_channel(path)``, ``.stop(sig=SIGTERM)`` (returns the exit status),
+  ``.wait_exit()``, ``.wait_ready(target=...)``, ``.output()`` (stdout and stderr so far),
+  ``.proc``. Every process is stopped (SIGTERM, then SIGKILL) at teardown if still alive.
 - ``model_dir(name, versions=None, dest=None)`` copies ``models/<name>`` (optionally only
   some version directories, optionally renamed: ``versions={"00000123": "1"}``) to a fresh
   base path under ``tmp_path`` and returns it as a string.
@@ -124,7 +126,8 @@ class ModelServerProcess:
         return self.new_channel(f"unix:{path}")
 
     def output(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def wait_ready(self, timeout: float = 60.0, target: str | None = None) -> None:

@@ -7,6 +7,7 @@ Every test skips until ``models/half_plus_two`` exists and our loader loads it.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -126,6 +127,28 @@ def test_model_config_reload_with_zero_poll_period(model_server, model_dir, tmp_
     time.sleep(2)
     assert predict(server.channel(), "first")[1] == 123
     assert status(server.channel(), "second") == {}
+
+
+def test_bad_config_while_polling_keeps_serving(model_server, model_dir, tmp_path):
+    config = tmp_path / "model_config.txt"
+    config.write_text(config_text(("first", model_dir(MODEL))))
+    server = model_server(f"--model_config_file={config}", "--model_config_file_poll_wait_seconds=1")
+    config.write_text("improperly formatted file")
+    wait_for(
+        lambda: "Failed to read ModelServerConfig file: Invalid protobuf file" in server.output(), what="log"
+    )
+    assert "Error parsing text-format tensorflow.serving.ModelServerConfig" in server.output()
+    assert predict(server.channel(), "first") == (3.0, 123)
+
+
+def test_specific_version_policy(model_server, model_dir, tmp_path):
+    base = model_dir(MODEL, versions={ORIGINAL_VERSION: "1"})
+    shutil.copytree(os.path.join(base, "1"), os.path.join(base, "2"))
+    config = tmp_path / "specific.config"
+    config.write_text(config_text(("m", base), policy="model_version_policy { specific { versions: 1 } }"))
+    server = model_server(f"--model_config_file={config}")
+    assert status(server.channel(), "m") == {1: (State.AVAILABLE, 0)}
+    assert predict(server.channel(), "m") == (3.0, 1)
 
 
 def test_good_grpc_channel_arguments(model_server, model_dir):
@@ -304,6 +327,119 @@ def test_sigterm_exits_cleanly(model_server, model_dir):
     assert "Running gRPC ModelServer at 127.0.0.1:" in server.output()
 
 
+def test_sigterm_finishes_in_flight_requests(model_server, model_dir):
+    import numpy as np
+
+    server = model_server(f"--model_base_path={model_dir(MODEL)}")
+    big = [("grpc.max_send_message_length", 2**31 - 1), ("grpc.max_receive_message_length", 2**31 - 1)]
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "default"
+    rows = 30_000_000  # 120 MB in, 120 MB out: about a second or two of work
+    tensor = request.inputs["x"]
+    tensor.dtype = types_pb2.DT_FLOAT
+    tensor.tensor_shape.dim.add().size = rows
+    tensor.tensor_shape.dim.add().size = 1
+    tensor.tensor_content = np.full(rows, 2.0, np.float32).tobytes()
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(server.new_channel(options=big))
+    future = stub.Predict.future(request, timeout=120)
+    time.sleep(0.5)
+    server.proc.send_signal(signal.SIGTERM)
+    reply = future.result()  # the request in flight at SIGTERM completes
+    y = reply.outputs["y"]
+    values = np.frombuffer(y.tensor_content, np.float32) if y.tensor_content else np.array(y.float_val)
+    assert values.shape == (rows,) and values[0] == 3.0 and values[-1] == 3.0
+    assert server.wait_exit(60) == 0
+    assert "Received signal 15; shutting down" in server.output()
+    with pytest.raises(grpc.RpcError) as e:
+        predict(server.new_channel(), "default", timeout=2)
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_sigterm_under_load_fails_no_started_request(model_server, model_dir):
+    server = model_server(f"--model_base_path={model_dir(MODEL)}")
+    codes, done = [], threading.Event()
+
+    def client():
+        channel = server.new_channel()
+        while not done.is_set():
+            try:
+                assert predict(channel, "default", timeout=10)[0] == 3.0
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as e:
+                codes.append(e.code())
+                if e.code() == grpc.StatusCode.UNAVAILABLE:
+                    return  # the server is gone: expected once it stopped accepting
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.wait_exit(30) == 0
+    done.set()
+    for t in threads:
+        t.join()
+    assert grpc.StatusCode.OK in codes
+    # Calls that reach grpc after shutdown began are refused (UNAVAILABLE) or, when they race
+    # with it before any handler ran, cancelled by grpc core (CANCELLED); nothing else.
+    assert set(codes) <= {grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}, set(
+        codes
+    )
+
+
 def test_sigint_exits_cleanly(model_server, model_dir):
     server = model_server(f"--model_base_path={model_dir(MODEL)}")
     assert server.stop(signal.SIGINT) == 0
+
+
+def test_ssl_config_file(model_server, model_dir, tmp_path):
+    """--ssl_config_file: TLS with the SSLConfig's key and certificate."""
+    import subprocess
+
+    if not shutil.which("openssl"):
+        pytest.skip("no openssl to make a certificate")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    ssl_config = tmp_path / "ssl.config"
+    ssl_config.write_text(
+        f"server_key: {json.dumps(key.read_text())}\nserver_cert: {json.dumps(cert.read_text())}\n"
+    )
+    server = model_server(
+        f"--model_base_path={model_dir(MODEL)}", f"--ssl_config_file={ssl_config}", wait=False
+    )
+    credentials = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+    channel = grpc.secure_channel(server.address, credentials)
+    try:
+        wait_for(lambda: _serving(channel), what="TLS port")
+        assert predict(channel, "default") == (3.0, 123)
+        assert "Using SSL credentials" in server.output()
+    finally:
+        channel.close()
+
+
+def _serving(channel) -> bool:
+    try:
+        return status(channel, "default") == {123: (State.AVAILABLE, 0)}
+    except grpc.RpcError:
+        return False

@@ -109,7 +109,7 @@ def test_model_without_variables_loads(tmp_path):
 
 def test_missing_tags_fail_with_the_tag_sets_present():
     with pytest.raises(
-        errors.NotFoundError, match="contains the following tag-sets: 'gpu, serve', 'serve', 'train'"
+        errors.NotFoundError, match="contains the following tag-sets:\n'gpu, serve'\n'serve'\n'train'"
     ):
         load_saved_model(str(manifest("loader_all_dtypes")["export_path"]), {"serve", "tpu"})
 

@@ -56,10 +56,11 @@ def test_tag_set_semantics_and_error_listing():
     assert list(select_meta_graph(saved_model, "serve").meta_info_def.tags) == ["serve"]
     with pytest.raises(errors.NotFoundError) as info:
         select_meta_graph(saved_model, ["gpu"], "/x")
-    text = str(info.value)
-    assert text.startswith("Could not find meta graph def matching supplied tags: { gpu }.")
-    assert "contains the following tag-sets: 'gpu, serve', 'serve', 'train'" in text
-    assert "saved_model_cli" in text
+    assert str(info.value) == (
+        "Could not find meta graph def matching supplied tags: { gpu }. To inspect available tag-sets in the "
+        "SavedModel, please use the SavedModel CLI: `saved_model_cli`\n"
+        "The given SavedModel at /x contains the following tag-sets:\n'gpu, serve'\n'serve'\n'train'"
+    )
 
 
 def test_corrupt_saved_model_pb_is_data_loss(tmp_path):

@@ -1074,12 +1074,45 @@ rec("ResizeBilinear", rnd((1, 3, 3, 1), F16), a([5, 2], I32), half_pixel_centers
 # --------------------------------------------------------------------------- more array ops
 
 rec("StridedSliceGrad", a([4, 5], I32), a([1, 0], I32), a([3, 5], I32), a([1, 2], I32), rnd((2, 3)))
-rec("StridedSliceGrad", a([3, 4], I64), a([0, -1], I64), a([0, 0], I64), a([1, -1], I64), rnd((3, 3)), begin_mask=1, end_mask=1)
+rec(
+    "StridedSliceGrad",
+    a([3, 4], I64),
+    a([0, -1], I64),
+    a([0, 0], I64),
+    a([1, -1], I64),
+    rnd((3, 3)),
+    begin_mask=1,
+    end_mask=1,
+)
 rec("StridedSliceGrad", a([3, 4], I32), a([1], I32), a([2], I32), a([1], I32), rnd((4,)), shrink_axis_mask=1)
-rec("StridedSliceGrad", a([3, 4], I32), a([0, 0], I32), a([0, 0], I32), a([1, 1], I32), rnd((1, 3, 4)), new_axis_mask=1, ellipsis_mask=2)
+rec(
+    "StridedSliceGrad",
+    a([3, 4], I32),
+    a([0, 0], I32),
+    a([0, 0], I32),
+    a([1, 1], I32),
+    rnd((1, 3, 4)),
+    new_axis_mask=1,
+    ellipsis_mask=2,
+)
 rec("TensorStridedSliceUpdate", rnd((4, 5)), a([1, 0], I32), a([3, 5], I32), a([1, 2], I32), rnd((2, 3)))
-rec("TensorStridedSliceUpdate", rnd((4,), I32, 0, 9), a([-1], I32), a([0], I32), a([-1], I32), a([7, 8, 9], I32))
-rec("TensorStridedSliceUpdate", rnd((4, 5)), a([1], I32), a([2], I32), a([1], I32), rnd((5,)), shrink_axis_mask=1)
+rec(
+    "TensorStridedSliceUpdate",
+    rnd((4,), I32, 0, 9),
+    a([-1], I32),
+    a([0], I32),
+    a([-1], I32),
+    a([7, 8, 9], I32),
+)
+rec(
+    "TensorStridedSliceUpdate",
+    rnd((4, 5)),
+    a([1], I32),
+    a([2], I32),
+    a([1], I32),
+    rnd((5,)),
+    shrink_axis_mask=1,
+)
 for _block, _pads in (([2, 2], [[0, 0], [0, 0]]), ([2, 3], [[1, 1], [0, 2]]), ([1, 2], [[0, 0], [1, 1]])):
     rec("SpaceToBatchND", rnd((2, 4, 6, 3)), a(_block, I32), a(_pads, I32))
     _sb_in = rnd((2 * _block[0] * _block[1], 3, 4, 2))
@@ -1137,8 +1170,6 @@ for _op in ("ReluGrad", "Relu6Grad", "EluGrad", "SoftplusGrad", "SoftsignGrad"):
     rec(_op, rnd((3, 4)), a(np.linspace(-8, 8, 12).reshape(3, 4)))
     rec(_op, rnd((3,), F64), a([-1.0, 0.0, 7.0], F64))
 rec("LeakyReluGrad", rnd((4,)), a([-1.0, 0.0, 0.5, 3.0]), alpha=0.3)
-for _op in ("SegmentSumV2", "SegmentMaxV2", "SegmentMinV2", "SegmentProdV2"):
-    rec(_op, _DATA, a([0, 0, 1, 3, 3, 3], I32), a(5, I32))
 rec("CumulativeLogsumexp", rnd((3, 4)), a(1, I32))
 rec("CumulativeLogsumexp", rnd((3, 4), F64), a(0, I32), exclusive=True, reverse=True)
 rec("CumulativeLogsumexp", rnd((5,)), a(0, I32), reverse=True)
@@ -1149,7 +1180,13 @@ rec("LogMatrixDeterminant", _SPD)
 rec("LogMatrixDeterminant", rnd((2, 3, 3)), rtol=1e-4, atol=1e-4)
 rec("MatrixSolve", _SPD, rnd((3, 2), F64))
 rec("MatrixSolve", _SPD, rnd((3, 1), F64), adjoint=True)
-rec("MatrixSolve", (rnd((2, 3, 3)) + 4 * np.eye(3, dtype=F32)).astype(F32), rnd((2, 3, 2)), rtol=1e-4, atol=1e-4)
+rec(
+    "MatrixSolve",
+    (rnd((2, 3, 3)) + 4 * np.eye(3, dtype=F32)).astype(F32),
+    rnd((2, 3, 2)),
+    rtol=1e-4,
+    atol=1e-4,
+)
 
 # --------------------------------------------------------------------------- more nn ops
 
@@ -1169,14 +1206,41 @@ rec("SoftmaxCrossEntropyWithLogits", rnd((3, 4)), a(np.eye(4)[[1]], F32))
 rec("SparseSoftmaxCrossEntropyWithLogits", rnd((3, 4)), a([0, 3, 1], I32))
 rec("SparseSoftmaxCrossEntropyWithLogits", rnd((2, 5), F64), a([4, 0], I64))
 rec("SparseSoftmaxCrossEntropyWithLogits", rnd((2, 5)), a([5, 0], I32))
-rec("BatchNormWithGlobalNormalization", _BN_X, *_BN_C[2:], _BN_C[1], _BN_C[0], variance_epsilon=0.001, scale_after_normalization=True, rtol=1e-5, atol=1e-5)
-rec("BatchNormWithGlobalNormalization", _BN_X, *_BN_C[2:], _BN_C[1], _BN_C[0], variance_epsilon=0.01, scale_after_normalization=False, rtol=1e-5, atol=1e-5)
+# BatchNormWithGlobalNormalization: removed at GraphDef version 9, TF 2 cannot build it (see test_kernels_nn).
 for _pad in ("VALID", "SAME"):
-    rec("ExtractImagePatches", rnd((2, 5, 6, 3)), ksizes=[1, 3, 2, 1], strides=[1, 2, 1, 1], rates=[1, 1, 1, 1], padding=_pad)
-    rec("ExtractImagePatches", rnd((1, 7, 7, 2), I32, 0, 99), ksizes=[1, 2, 2, 1], strides=[1, 3, 3, 1], rates=[1, 2, 2, 1], padding=_pad)
+    rec(
+        "ExtractImagePatches",
+        rnd((2, 5, 6, 3)),
+        ksizes=[1, 3, 2, 1],
+        strides=[1, 2, 1, 1],
+        rates=[1, 1, 1, 1],
+        padding=_pad,
+    )
+    rec(
+        "ExtractImagePatches",
+        rnd((1, 7, 7, 2), I32, 0, 99),
+        ksizes=[1, 2, 2, 1],
+        strides=[1, 3, 3, 1],
+        rates=[1, 2, 2, 1],
+        padding=_pad,
+    )
     rec("MaxPoolWithArgmax", rnd((2, 5, 6, 3)), ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding=_pad)
-    rec("MaxPoolWithArgmax", rnd((2, 4, 4, 2)), ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1], padding=_pad, include_batch_in_index=True)
-rec("MaxPoolWithArgmax", rnd((1, 4, 4, 1)), ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID", Targmax=dt("int32"))
+    rec(
+        "MaxPoolWithArgmax",
+        rnd((2, 4, 4, 2)),
+        ksize=[1, 3, 3, 1],
+        strides=[1, 1, 1, 1],
+        padding=_pad,
+        include_batch_in_index=True,
+    )
+rec(
+    "MaxPoolWithArgmax",
+    rnd((1, 4, 4, 1)),
+    ksize=[1, 2, 2, 1],
+    strides=[1, 2, 2, 1],
+    padding="VALID",
+    Targmax=dt("int32"),
+)
 
 # --------------------------------------------------------------------------- spectral and fake quant
 
@@ -1186,15 +1250,15 @@ for _op, _rank in (("FFT", 1), ("IFFT", 1), ("FFT2D", 2), ("IFFT2D", 2), ("FFT3D
     rec(_op, _z.astype(np.complex128)[0])
 for _op, _rank in (("RFFT", 1), ("RFFT2D", 2), ("RFFT3D", 3)):
     for _n in (6, 5, 9):
-        rec(_op, rnd((2, 4, 6, 6)), a([_n] * _rank, I32), rtol=1e-4, atol=1e-4)
+        rec(_op, rnd((2, 6, 6, 6)), a([_n] * _rank, I32), rtol=1e-4, atol=1e-4)
     rec(_op, rnd((3, 4, 4), F64), a([4] * _rank, I32), Tcomplex=dt("complex128"))
 for _op, _rank in (("IRFFT", 1), ("IRFFT2D", 2), ("IRFFT3D", 3)):
     _z = (rnd((2, 4, 6, 4)) + 1j * rnd((2, 4, 6, 4))).astype(np.complex64)
     for _n in (6, 7, 4):
         rec(_op, _z, a([_n] * _rank, I32), rtol=1e-4, atol=1e-4)
-rec("RFFT", rnd((3,)), a([0], I32))
-rec("IRFFT", (rnd((3,)) + 0j).astype(np.complex64), a([0], I32))
-_FQ = a(np.linspace(-8, 8, 41))
+# (fft_length 0 aborts TF's process: DUCC's "axis length mismatch" assertion.)
+# Off the quantization grid's exact ties: at a tie TF's vectorised float32 may round the other way.
+_FQ = a(np.linspace(-8, 8, 41) + 0.013)
 rec("FakeQuantWithMinMaxArgs", _FQ)
 rec("FakeQuantWithMinMaxArgs", _FQ, min=-1.0, max=3.0, num_bits=4)
 rec("FakeQuantWithMinMaxArgs", _FQ, min=0.1, max=2.5, narrow_range=True)
@@ -1206,10 +1270,37 @@ rec("FakeQuantWithMinMaxVarsPerChannel", rnd((4, 3), F32, -4, 4), a([-1.0, -3.0,
 
 # --------------------------------------------------------------------------- more image ops
 
-_BOXES = a([[0.1, 0.2, 0.6, 0.9], [0.0, 0.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5], [-0.2, 0.3, 1.3, 0.8], [0.9, 0.7, 0.2, 0.1]])
+_BOXES = a(
+    [
+        [0.1, 0.2, 0.6, 0.9],
+        [0.0, 0.0, 1.0, 1.0],
+        [0.5, 0.5, 0.5, 0.5],
+        [-0.2, 0.3, 1.3, 0.8],
+        [0.9, 0.7, 0.2, 0.1],
+    ]
+)
 for _method in ("bilinear", "nearest"):
-    rec("CropAndResize", rnd((2, 6, 7, 3)), _BOXES, a([0, 1, 0, 1, 0], I32), a([4, 5], I32), method=_method, rtol=1e-5, atol=1e-5)
-    rec("CropAndResize", rnd((1, 5, 5, 1), U8, 0, 255), _BOXES, a([0] * 5, I32), a([1, 3], I32), method=_method, extrapolation_value=-1.0, rtol=1e-5, atol=1e-4)
+    rec(
+        "CropAndResize",
+        rnd((2, 6, 7, 3)),
+        _BOXES,
+        a([0, 1, 0, 1, 0], I32),
+        a([4, 5], I32),
+        method=_method,
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    rec(
+        "CropAndResize",
+        rnd((1, 5, 5, 1), U8, 0, 255),
+        _BOXES,
+        a([0] * 5, I32),
+        a([1, 3], I32),
+        method=_method,
+        extrapolation_value=-1.0,
+        rtol=1e-5,
+        atol=1e-4,
+    )
 rec("CropAndResize", rnd((1, 5, 5, 1)), _BOXES[:1], a([2], I32), a([2, 2], I32))
 _RGB = rnd((2, 3, 4, 3), F32, 0, 1)
 _RGB[0, 0, 0] = [0.5, 0.5, 0.5]
@@ -1223,8 +1314,17 @@ for _scale in (0.0, 0.5, 2.0):
     rec("AdjustSaturation", _RGB, a(_scale), rtol=1e-5, atol=1e-5)
 for _factor in (0.5, 2.0, -1.0):
     rec("AdjustContrastv2", _RGB, a(_factor), rtol=1e-5, atol=1e-5)
-rec("AdjustContrastv2", rnd((4, 4, 1), F16, 0, 1), a(1.5), rtol=2e-3, atol=2e-3)
-_NB = a([[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, -0.1, 1, 0.9], [0, 10, 1, 11], [0, 10.1, 1, 11.1], [0, 100, 1, 101], [1, 1, 0, 0]])
+_NB = a(
+    [
+        [0, 0, 1, 1],
+        [0, 0.1, 1, 1.1],
+        [0, -0.1, 1, 0.9],
+        [0, 10, 1, 11],
+        [0, 10.1, 1, 11.1],
+        [0, 100, 1, 101],
+        [1, 1, 0, 0],
+    ]
+)
 _NS = a([0.9, 0.75, 0.6, 0.95, 0.5, 0.3, 0.9])
 rec("NonMaxSuppressionV3", _NB, _NS, a(3, I32), a(0.5), a(0.0))
 rec("NonMaxSuppressionV3", _NB, _NS, a(10, I32), a(0.5), a(0.55))
@@ -1239,3 +1339,235 @@ rec("NonMaxSuppressionV4", _NB, _NS, a(5, I32), a(0.5), a(0.0))
 rec("NonMaxSuppressionV5", _NB, _NS, a(6, I32), a(0.5), a(0.0), a(0.0), pad_to_max_output_size=True)
 rec("NonMaxSuppressionV3", _NB, _NS, a(-1, I32), a(0.5), a(0.0))
 rec("NonMaxSuppressionV3", _NB, _NS, a(3, I32), a(1.5), a(0.0))
+
+# --------------------------------------------------------------------------- Cast edges
+
+rec("Cast", a([np.nan, np.inf, -np.inf, 3e9, -3e9, 2147483520.0]), DstT=dt("int32"))
+rec("Cast", a([np.nan, np.inf, -np.inf, 1e19, -1e19], F64), DstT=dt("int64"))
+rec("Cast", a([-1.5, 0.7, 255.9, 300.0, -300.0]), DstT=dt("uint8"))
+rec("Cast", a([-1.5, 0.7, 127.9, 300.0, -300.0]), DstT=dt("int8"))
+rec("Cast", a([300, -1, 65535], I32), DstT=dt("uint8"))
+rec("Cast", a([3.4e38, -3.4e38, 1e-45], F64), DstT=dt("half"))
+rec("Cast", a([1.0, 65504.0, 70000.0]), DstT=dt("bfloat16"))
+
+# --------------------------------------------------------------------------- bicubic and area resizing
+
+for _align, _half in ((False, False), (True, False), (False, True)):
+    for _size in ([4, 6], [2, 2], [7, 3], [1, 1], [9, 10]):
+        rec(
+            "ResizeBicubic",
+            rnd((2, 3, 4, 2)),
+            a(_size, I32),
+            align_corners=_align,
+            half_pixel_centers=_half,
+            rtol=1e-4,
+            atol=1e-4,
+        )
+    rec(
+        "ResizeBicubic",
+        rnd((1, 5, 5, 1), U8, 0, 255),
+        a([8, 3], I32),
+        align_corners=_align,
+        half_pixel_centers=_half,
+        rtol=1e-4,
+        atol=1e-3,
+    )
+    rec(
+        "ResizeBicubic",
+        rnd((1, 64, 48, 3)),
+        a([100, 33], I32),
+        align_corners=_align,
+        half_pixel_centers=_half,
+        rtol=1e-4,
+        atol=1e-4,
+    )
+for _align in (False, True):
+    for _size in ([4, 6], [2, 2], [7, 3], [1, 1], [9, 10], [3, 4]):
+        rec("ResizeArea", rnd((2, 3, 4, 2)), a(_size, I32), align_corners=_align, rtol=1e-5, atol=1e-5)
+    rec(
+        "ResizeArea",
+        rnd((1, 64, 48, 3), U8, 0, 255),
+        a([17, 30], I32),
+        align_corners=_align,
+        rtol=1e-5,
+        atol=1e-3,
+    )
+    rec("ResizeArea", rnd((1, 7, 5, 1), F64), a([3, 2], I32), align_corners=_align, rtol=1e-5, atol=1e-5)
+
+# --------------------------------------------------------------------------- stateless random (Philox)
+
+for _seed in ([0, 0], [1, 2], [-5, 123456789012], [2**31 - 1, -1]):
+    rec("StatelessRandomGetKeyCounter", a(_seed, I64))
+rec("StatelessRandomGetKeyCounter", a([7, 9], I32))
+rec("StatelessRandomGetKeyCounterAlg", a([7, 9], I32))
+_KEY, _CTR, _ALG = a([0x1234567890ABCDEF], U64), a([5, 0xFFFFFFFFFFFFFFFF], U64), a(1, I32)
+for _dtype in ("float", "double", "half", "bfloat16"):
+    for _shape in ([3, 5], [7], [0]):
+        rec("StatelessRandomUniformV2", a(_shape, I32), _KEY, _CTR, _ALG, dtype=dt(_dtype))
+        rec(
+            "StatelessRandomNormalV2",
+            a(_shape, I32),
+            _KEY,
+            _CTR,
+            _ALG,
+            dtype=dt(_dtype),
+            rtol=1e-5,
+            atol=1e-5,
+        )
+    rec("StatelessRandomUniform", a([2, 3], I32), a([3, 4], I64), dtype=dt(_dtype))
+    rec("StatelessRandomNormal", a([9], I32), a([3, 4], I32), dtype=dt(_dtype), rtol=1e-5, atol=1e-5)
+rec("StatelessRandomUniformV2", a([10], I64), _KEY, a([0xFFFFFFFFFFFFFFFE, 3], U64), a(3, I32))
+rec("StatelessRandomUniformIntV2", a([4, 5], I32), _KEY, _CTR, _ALG, a(-3, I32), a(17, I32))
+rec("StatelessRandomUniformIntV2", a([9], I32), _KEY, _CTR, _ALG, a(-(2**40), I64), a(2**40, I64))
+rec("StatelessRandomUniformIntV2", a([9], I32), _KEY, _CTR, _ALG, a(5, I32), a(5, I32))
+rec("StatelessRandomUniformInt", a([6], I32), a([1, 1], I64), a(0, I64), a(10, I64))
+
+# --------------------------------------------------------------------------- ScaleAndTranslate
+
+_ST_IMG = rnd((2, 9, 7, 2))
+for _kernel in (
+    "lanczos1",
+    "lanczos3",
+    "lanczos5",
+    "gaussian",
+    "box",
+    "triangle",
+    "keyscubic",
+    "mitchellcubic",
+):
+    for _antialias in (True, False):
+        rec(
+            "ScaleAndTranslate",
+            _ST_IMG,
+            a([4, 12], I32),
+            a([4 / 9, 12 / 7]),
+            a([0.0, 0.0]),
+            kernel_type=_kernel,
+            antialias=_antialias,
+            rtol=1e-4,
+            atol=1e-4,
+        )
+    rec(
+        "ScaleAndTranslate",
+        _ST_IMG,
+        a([9, 7], I32),
+        a([1.3, 0.8]),
+        a([-1.5, 2.25]),
+        kernel_type=_kernel,
+        rtol=1e-4,
+        atol=1e-4,
+    )
+rec(
+    "ScaleAndTranslate",
+    rnd((1, 5, 5, 1), U8, 0, 255),
+    a([3, 8], I32),
+    a([0.6, 1.6]),
+    a([0.0, 0.0]),
+    rtol=1e-4,
+    atol=1e-3,
+)
+rec("ScaleAndTranslate", _ST_IMG, a([3, 3], I32), a([0.0, 1.0]), a([0.0, 0.0]))
+rec("ScaleAndTranslate", _ST_IMG, a([3, 3], I32), a([1.0, 1.0]), a([0.0, 0.0]), kernel_type="cubic")
+
+# --------------------------------------------------------------------------- partition, stitch, misc
+
+rec("DynamicStitch", [a([0, 2], I32), a([1, 3], I32)], [rnd((2, 3)), rnd((2, 3))])
+rec(
+    "DynamicStitch",
+    [a([[0, 4], [2, 1]], I32), a([1, 3], I32)],
+    [rnd((2, 2), I64, 0, 9), rnd((2,), I64, 0, 9)],
+)
+rec("DynamicStitch", [a([0, 1], I32), a([1], I32)], [s("a", "b"), s("c")])
+rec("DynamicStitch", [a([0, 1], I32)], [rnd((3,))])
+rec("ParallelDynamicStitch", [a([0, 2], I32), a([1, 3], I32)], [rnd((2, 2)), rnd((2, 2))])
+rec("DynamicPartition", rnd((5, 2)), a([0, 2, 1, 0, 2], I32), num_partitions=3)
+rec("DynamicPartition", rnd((2, 3), I32, 0, 9), a([[1, 0, 1], [1, 1, 0]], I32), num_partitions=2)
+rec("DynamicPartition", s("a", "b", "c"), a([1, 1, 1], I32), num_partitions=3)
+rec("DynamicPartition", rnd((3,)), a([0, 3, 1], I32), num_partitions=2)
+rec("Reverse", rnd((2, 3, 4)), a([True, False, True], np.bool_))
+rec("Reverse", rnd((2, 3)), a([False, False], np.bool_))
+rec("Reverse", rnd((2, 3)), a([True], np.bool_))
+rec("UnravelIndex", a([0, 5, 11], I32), a([3, 4], I32))
+rec("UnravelIndex", a(7, I64), a([2, 2, 2], I64))
+rec("UnravelIndex", a([12], I32), a([3, 4], I32))
+rec("UniqueV2", a([[1, 2], [3, 4], [1, 2]], I32), a([0], I32))
+rec("UniqueV2", a([[1, 2, 1], [3, 4, 3]], I32), a([1], I64), out_idx=dt("int64"))
+rec("UniqueV2", a([3, 1, 3], I64), a([], I32))
+rec("UniqueV2", a([[1.0, 2.0], [1.0, 2.0]]), a([-1], I32))
+rec("UniqueWithCountsV2", a([[1, 2], [3, 4], [1, 2]], I32), a([0], I32))
+rec("UniqueWithCountsV2", a([5, 1, 5, 5], I64), a([], I32))
+rec("AccumulateNV2", [rnd((2, 3)), rnd((2, 3))], shape=(2, 3))
+rec("NextAfter", a([1.0, 0.0, -1.0, 1.0]), a([2.0, -1.0, 0.0, 1.0]))
+rec("NextAfter", a([1.0, 0.0], F64), a([0.0, 1.0], F64))
+rec("CheckNumericsV2", a([1.0, -np.inf, np.nan]), message="v2")
+rec("CheckNumericsV2", a([1.0, np.inf]), message="v2")
+rec("CheckNumericsV2", a([1.0, 2.0]), message="v2")
+rec("CheckNumericsV2", a([-np.inf, np.inf], F64), message="both")
+for _op in ("Erfinv", "Ndtri"):
+    _ps = [0.0, 1e-30, 1e-10, 0.001, 0.02, 0.3, 0.5, 0.77, 0.97, 0.999, 0.9999999, 1.0]
+    _ys = [-1.0, -0.9999999, -0.999, -0.97, -0.3, 0.0, 0.2, 0.5, 0.9, 0.99999, 1.0, 1.5]
+    rec(_op, a(_ps if _op == "Ndtri" else _ys), rtol=1e-5, atol=1e-6)
+    rec(_op, a(_ps if _op == "Ndtri" else _ys, F64), rtol=1e-10, atol=1e-12)
+_QD = a(np.linspace(-3, 5, 33) + 0.01)
+for _signed, _narrow, _bits in ((True, False, 8), (True, True, 8), (False, False, 4), (True, False, 3)):
+    rec(
+        "QuantizeAndDequantizeV2",
+        _QD,
+        a(-1.0),
+        a(2.0),
+        signed_input=_signed,
+        narrow_range=_narrow,
+        num_bits=_bits,
+        range_given=True,
+    )
+    rec(
+        "QuantizeAndDequantizeV2",
+        _QD,
+        a(0.0),
+        a(0.0),
+        signed_input=_signed,
+        narrow_range=_narrow,
+        num_bits=_bits,
+        range_given=False,
+    )
+rec("QuantizeAndDequantizeV2", _QD, a(-1.0), a(2.0), range_given=True, round_mode="HALF_UP")
+rec("QuantizeAndDequantizeV2", _QD, a(2.0), a(1.0), range_given=True)
+rec(
+    "QuantizeAndDequantizeV4",
+    rnd((3, 4)),
+    a([-1.0, -2.0, -0.5, -3.0]),
+    a([1.0, 0.5, 2.0, 3.0]),
+    range_given=True,
+    axis=1,
+)
+rec("QuantizeAndDequantizeV4", rnd((3, 4), F64), a(0.0, F64), a(0.0, F64), axis=0)
+rec("QuantizeAndDequantizeV3", _QD, a(-2.0), a(4.0), a(5, I32))
+rec("QuantizeAndDequantizeV3", _QD, a(-2.0), a(4.0), a(8, I32), signed_input=False, range_given=False)
+_CB = rnd((2, 6, 1, 4), F32, 0, 1)
+_CB[..., 2:] += _CB[..., :2]
+_CS = rnd((2, 6, 3), F32, 0, 1)
+rec("CombinedNonMaxSuppression", _CB, _CS, a(3, I32), a(5, I32), a(0.5), a(0.2))
+rec("CombinedNonMaxSuppression", _CB, _CS, a(2, I32), a(10, I32), a(0.3), a(0.0), pad_per_class=True)
+rec(
+    "CombinedNonMaxSuppression",
+    np.repeat(_CB, 3, axis=2),
+    _CS,
+    a(4, I32),
+    a(4, I32),
+    a(0.5),
+    a(0.5),
+    clip_boxes=False,
+)
+for _delta in (0.0, 0.1, -0.3, 0.5, 1.2):
+    rec("AdjustHue", _RGB, a(_delta), rtol=1e-5, atol=1e-5)
+
+# --------------------------------------------------------------------------- more stateless random
+
+for _dtype in ("uint64", "int64", "uint32", "int32"):
+    rec("StatelessRandomUniformFullIntV2", a([3, 3], I32), _KEY, _CTR, _ALG, dtype=dt(_dtype))
+for _dtype in ("float", "double", "half"):
+    rec(
+        "StatelessTruncatedNormalV2", a([4, 7], I32), _KEY, _CTR, _ALG, dtype=dt(_dtype), rtol=1e-5, atol=1e-5
+    )
+    rec("StatelessTruncatedNormal", a([3000], I32), a([9, 1], I64), dtype=dt(_dtype), rtol=1e-5, atol=1e-5)
+rec("QuantizeAndDequantizeV2", rnd((3, 4)), a([-1.0, -2.0, -0.5, -3.0]), a([1.0, 0.5, 2.0, 3.0]), range_given=True, axis=1)

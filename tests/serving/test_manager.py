@@ -181,9 +181,8 @@ def test_retry_wait_ends_early_when_directory_changes(loader, tmp_path):
     partial = tmp_path / "1"
     partial.mkdir()
     manager.set_aspired_versions("m", [AspiredVersion(1, str(partial))])
-    wait_until(lambda: len(loader.calls) == 1)
-    make_version(tmp_path, 1)
     wait_until(lambda: manager._harnesses["m"][1].waiting_retry)
+    make_version(tmp_path, 1)
     manager.set_aspired_versions("m", [AspiredVersion(1, str(partial))])
     wait_until(lambda: manager.available_versions("m") == [1], timeout=5)
     manager.stop()
@@ -329,3 +328,55 @@ def test_server_core_rejects_bad_transitions(loader, tmp_path):
     with pytest.raises(errors.FailedPreconditionError):
         core.reload_config(model_config.ModelServerConfig())
     core.stop()
+
+
+def test_states_while_loading_and_load_threads(tmp_path):
+    gate = threading.Event()
+    started = []
+
+    def slow_load(path, servable_id):
+        started.append(servable_id.version)
+        gate.wait(5)
+        return FakeBundle(path)
+
+    manager = AspiredVersionsManager(slow_load, num_load_threads=0)
+    manager.set_aspired_versions("m", [AspiredVersion(v, make_version(tmp_path, v)) for v in (1, 2)])
+    wait_until(lambda: started == [2])
+    time.sleep(0.05)
+    assert started == [2]  # --num_load_threads=0: one load at a time, highest first
+    assert states(manager, "m") == {2: ManagerState.LOADING, 1: ManagerState.START}
+    gate.set()
+    wait_until(lambda: manager.available_versions("m") == [2, 1])
+    manager.stop()
+
+
+def test_version_removed_while_retrying_stops_retrying(loader, tmp_path):
+    manager = AspiredVersionsManager(loader, max_num_load_retries=5, load_retry_interval_seconds=60)
+    bad = make_version(tmp_path, 1, broken=True)
+    manager.set_aspired_versions("m", [AspiredVersion(1, bad)])
+    wait_until(lambda: manager._harnesses["m"][1].waiting_retry)
+    manager.set_aspired_versions("m", [])
+    wait_until(lambda: states(manager, "m") == {1: ManagerState.END})
+    assert loader.calls.count(bad) == 1
+    manager.stop()
+
+
+def test_session_config_from_flags():
+    from serving.servable import session_config
+
+    config = session_config(ServerOptions(tensorflow_session_parallelism=3))
+    assert (config.intra_op_parallelism_threads, config.inter_op_parallelism_threads) == (3, 3)
+    config = session_config(
+        ServerOptions(tensorflow_intra_op_parallelism=2, tensorflow_inter_op_parallelism=5)
+    )
+    assert (config.intra_op_parallelism_threads, config.inter_op_parallelism_threads) == (2, 5)
+    with pytest.raises(errors.InvalidArgumentError) as e:
+        session_config(
+            ServerOptions(
+                tensorflow_session_parallelism=1,
+                tensorflow_intra_op_parallelism=1,
+                tensorflow_inter_op_parallelism=1,
+            )
+        )
+    assert "You cannot configure all." in e.value.message
+    assert ServerOptions(saved_model_tags="serve,gpu").saved_model_tag_set == {"serve", "gpu"}

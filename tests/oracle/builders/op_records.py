@@ -80,9 +80,9 @@ def _with_defaults(op_def, kwargs: dict) -> dict:
     return kwargs
 
 
-def _placeholder(value: np.ndarray, name: str):
+def _placeholder(value: np.ndarray, name: str, known_shape: bool = False):
     dtype = tf.string if value.dtype == object else tf.as_dtype(value.dtype)
-    return tf.compat.v1.placeholder(dtype, shape=None, name=name)
+    return tf.compat.v1.placeholder(dtype, shape=value.shape if known_shape else None, name=name)
 
 
 def _write(path: Path, value) -> None:
@@ -98,7 +98,18 @@ def _message(error: BaseException) -> str:
 
 
 def _build_graph(record):
-    """The record's one-node graph: (graph, flat input values, arg layout, output tensors)."""
+    """The record's one-node graph: (graph, flat input values, arg layout, output tensors).
+
+    Placeholders have unknown shapes, so that TF's kernel (not its shape function) judges the
+    inputs; a few shape functions insist on known ranks, and get known shapes on a second try.
+    """
+    try:
+        return (*_build_graph_with(record, known_shape=False), False)
+    except ValueError:
+        return (*_build_graph_with(record, known_shape=True), True)
+
+
+def _build_graph_with(record, known_shape: bool):
     op_def = op_def_registry.get(record.op)
     if op_def is None:
         raise KeyError(f"no TF op {record.op}")
@@ -112,7 +123,7 @@ def _build_graph(record):
             tensors = []
             for v in values:
                 v = np.asarray(v)
-                t = _placeholder(v, f"in_{len(flat)}")
+                t = _placeholder(v, f"in_{len(flat)}", known_shape)
                 feeds[t] = v
                 tensors.append(t)
                 flat.append(v)
@@ -131,7 +142,7 @@ def _build_graph(record):
 def _run_record(record, out: Path) -> dict:
     entry: dict = {"op": record.op}
     try:
-        graph, flat, args, list_args, feeds, outputs = _build_graph(record)
+        graph, flat, args, list_args, feeds, outputs, known_shape = _build_graph(record)
     except Exception as error:  # noqa: BLE001 - TF's verdict is the data
         flat = [
             np.asarray(v) for value in record.inputs for v in (value if isinstance(value, list) else [value])
@@ -171,7 +182,7 @@ def _run_record(record, out: Path) -> dict:
     for i, value in enumerate(results):
         _write(out / f"out_{i}.pb", value)
         entry["outputs"].append(f"out_{i}.pb")
-    entry["_feeds"] = (args, list_args, flat)
+    entry["_feeds"] = (args, list_args, flat, known_shape)
     return entry
 
 
@@ -220,7 +231,7 @@ def _export(export_dir: str, records, entries) -> list[Case]:
             entry = entries[record.name]
             if "error" in entry or "via" in entry:
                 continue
-            args, list_args, flat = entry["_feeds"]
+            args, list_args, flat, known_shape = entry["_feeds"]
             op_def = op_def_registry.get(record.op)
             kwargs, inputs, case_inputs = {}, {}, {}
             with tf.name_scope(record.name.replace(".", "_")):
@@ -228,7 +239,7 @@ def _export(export_dir: str, records, entries) -> list[Case]:
                     tensors = []
                     for j, index in enumerate(indices):
                         key = f"{arg.name}_{j}"
-                        t = _placeholder(flat[index], key)
+                        t = _placeholder(flat[index], key, known_shape)
                         tensors.append(t)
                         inputs[key] = tf.compat.v1.saved_model.build_tensor_info(t)
                         case_inputs[key] = flat[index]

@@ -1,0 +1,168 @@
+"""Kernel checks TensorFlow cannot make for us: behaviour TF's CPU kernels lack (dilated depthwise
+convolutions, dilated transposed convolutions, ops removed from TF 2) checked against identities
+over kernels that the op records do check against TF, and the speed of the big kernels.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from runtime import errors
+from runtime.kernels import lookup
+
+RNG = np.random.default_rng(7)
+
+
+def run(op: str, *inputs, **attrs):
+    return lookup(op).fn(*inputs, **attrs)
+
+
+def conv2d(x, f, **attrs):
+    return run("Conv2D", x, f, **attrs)
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID"])
+@pytest.mark.parametrize("multiplier", [1, 2])
+def test_dilated_depthwise_equals_grouped_conv(padding, multiplier):
+    # Depthwise = Conv2D with groups = channels; TF's CPU Conv2D supports groups and dilations.
+    x = RNG.standard_normal((2, 9, 8, 3)).astype(np.float32)
+    f = RNG.standard_normal((3, 3, 3, multiplier)).astype(np.float32)
+    attrs = dict(strides=[1, 1, 1, 1], padding=padding, dilations=[1, 2, 2, 1])
+    depthwise = run("DepthwiseConv2dNative", x, f, **attrs)
+    grouped = conv2d(x, f.reshape(3, 3, 1, 3 * multiplier), **attrs)
+    np.testing.assert_allclose(depthwise, grouped, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "strides,dilations,padding",
+    [
+        ([1, 2, 2, 1], [1, 1, 1, 1], "SAME"),
+        ([1, 1, 1, 1], [1, 2, 2, 1], "VALID"),
+        ([1, 2, 1, 1], [1, 1, 2, 1], "SAME"),
+    ],
+)
+def test_conv2d_backprop_input_is_the_adjoint_of_conv2d(strides, dilations, padding):
+    # <conv(x), dy> == <x, conv_backprop_input(dy)> for every x and dy.
+    x = RNG.standard_normal((2, 9, 7, 3))
+    f = RNG.standard_normal((3, 2, 3, 4))
+    attrs = dict(strides=strides, padding=padding, dilations=dilations)
+    y = conv2d(x, f, **attrs)
+    dy = RNG.standard_normal(y.shape)
+    dx = run("Conv2DBackpropInput", np.array(x.shape, np.int32), f, dy, **attrs)
+    assert dx.shape == x.shape
+    np.testing.assert_allclose(np.sum(y * dy), np.sum(x * dx), rtol=1e-10)
+
+
+def test_batch_norm_with_global_normalization_matches_fused_batch_norm():
+    x = RNG.standard_normal((2, 3, 3, 4)).astype(np.float32)
+    mean, var, beta, gamma = (RNG.uniform(0.5, 2, 4).astype(np.float32) for _ in range(4))
+    old = run(
+        "BatchNormWithGlobalNormalization",
+        x,
+        mean,
+        var,
+        beta,
+        gamma,
+        variance_epsilon=1e-3,
+        scale_after_normalization=True,
+    )
+    fused = run("FusedBatchNormV3", x, gamma, beta, mean, var, epsilon=1e-3, is_training=False)[0]
+    np.testing.assert_allclose(old, fused, rtol=1e-5, atol=1e-6)
+    unscaled = run(
+        "BatchNormWithGlobalNormalization",
+        x,
+        mean,
+        var,
+        beta,
+        gamma,
+        variance_epsilon=1e-3,
+        scale_after_normalization=False,
+    )
+    ones = np.ones(4, np.float32)
+    np.testing.assert_allclose(
+        unscaled,
+        run("FusedBatchNormV3", x, ones, beta, mean, var, epsilon=1e-3, is_training=False)[0],
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+def test_soft_nms_is_reported_unimplemented():
+    boxes = np.array([[0, 0, 1, 1]], np.float32)
+    with pytest.raises(errors.UnimplementedError):
+        run(
+            "NonMaxSuppressionV5",
+            boxes,
+            np.array([0.5], np.float32),
+            np.int32(1),
+            np.float32(0.5),
+            np.float32(0),
+            np.float32(0.5),
+        )
+
+
+def test_nms_selects_many_boxes_fast():
+    n = 5000
+    corners = RNG.uniform(0, 100, (n, 2)).astype(np.float32)
+    boxes = np.concatenate([corners, corners + RNG.uniform(1, 10, (n, 2)).astype(np.float32)], axis=1)
+    scores = RNG.uniform(0, 1, n).astype(np.float32)
+    start = time.perf_counter()
+    selected = run("NonMaxSuppressionV3", boxes, scores, np.int32(300), np.float32(0.5), np.float32(0.1))
+    assert time.perf_counter() - start < 2.0
+    assert len(selected) == 300 and len(set(selected.tolist())) == 300
+
+
+@pytest.mark.parametrize(
+    "op,inputs,attrs,budget",
+    [
+        (
+            "Conv2D",
+            lambda: (
+                RNG.standard_normal((1, 224, 224, 3), np.float32),
+                RNG.standard_normal((3, 3, 3, 32), np.float32),
+            ),
+            dict(strides=[1, 2, 2, 1], padding="SAME"),
+            1.0,
+        ),
+        (
+            "Conv2D",
+            lambda: (
+                RNG.standard_normal((8, 28, 28, 64), np.float32),
+                RNG.standard_normal((3, 3, 64, 64), np.float32),
+            ),
+            dict(strides=[1, 1, 1, 1], padding="SAME"),
+            2.0,
+        ),
+        (
+            "DepthwiseConv2dNative",
+            lambda: (
+                RNG.standard_normal((1, 112, 112, 32), np.float32),
+                RNG.standard_normal((3, 3, 32, 1), np.float32),
+            ),
+            dict(strides=[1, 1, 1, 1], padding="SAME"),
+            1.0,
+        ),
+        (
+            "MaxPool",
+            lambda: (RNG.standard_normal((4, 112, 112, 64), np.float32),),
+            dict(ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME"),
+            1.0,
+        ),
+        (
+            "ResizeBilinear",
+            lambda: (RNG.standard_normal((4, 224, 224, 3), np.float32), np.array([299, 299], np.int32)),
+            dict(half_pixel_centers=True),
+            1.0,
+        ),
+        ("Erf", lambda: (RNG.standard_normal(1_000_000).astype(np.float32),), {}, 2.0),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_big_kernels_run_vectorised(op, inputs, attrs, budget):
+    args = inputs()
+    start = time.perf_counter()
+    run(op, *args, **attrs)
+    assert time.perf_counter() - start < budget, f"{op} took too long: a per-element Python loop?"

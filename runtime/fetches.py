@@ -13,24 +13,18 @@ from runtime.graph import Graph, Operation, Tensor
 
 
 class FetchMapper:
-    """``elements``: unique Tensors and Operations, in first-seen order; ``build`` rebuilds."""
+    """Unique ``tensors`` and ``operations`` of a fetch structure; ``build`` rebuilds it."""
 
     def __init__(self, graph: Graph, fetches):
-        self.elements: list[Tensor | Operation] = []
-        self._index: dict[Tensor | Operation, int] = {}
+        self.tensors: list[Tensor] = []
+        self.operations: list[Operation] = []
+        self._index: dict[Tensor, int] = {}
         self._builder = self._map(graph, fetches)
 
     def build(self, values: list) -> object:
-        """The fetch structure with each element replaced by its value (None for operations)."""
+        """The fetch structure with each tensor replaced by its value (``values`` follows
+        ``tensors``) and each operation by None."""
         return self._builder(values)
-
-    @property
-    def tensors(self) -> list[Tensor]:
-        return [e for e in self.elements if isinstance(e, Tensor)]
-
-    @property
-    def operations(self) -> list[Operation]:
-        return [e for e in self.elements if isinstance(e, Operation)]
 
     def _map(self, graph: Graph, fetch) -> Callable[[list], object]:
         if fetch is None:
@@ -58,12 +52,14 @@ class FetchMapper:
 
             return build_mapping
         element = _resolve(graph, fetch)
-        if element not in self._index:
-            self._index[element] = len(self.elements)
-            self.elements.append(element)
-        position = self._index[element]
         if isinstance(element, Operation):
+            if element not in self.operations:
+                self.operations.append(element)
             return lambda values: None
+        if element not in self._index:
+            self._index[element] = len(self.tensors)
+            self.tensors.append(element)
+        position = self._index[element]
         return lambda values: values[position]
 
 

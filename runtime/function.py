@@ -86,14 +86,9 @@ def _output_offsets(node: node_def_pb2.NodeDef, library: Mapping) -> dict[str, i
     return offsets
 
 
-def instantiate(
-    fdef: function_pb2.FunctionDef,
-    attrs: Mapping[str, attr_value_pb2.AttrValue],
-    library: dict[str, function_pb2.FunctionDef],
-) -> FunctionBody:
-    """The body of ``fdef`` called with ``attrs``, as a Graph sharing ``library``."""
+def _body_graph_def(fdef: function_pb2.FunctionDef, own_attrs: Mapping) -> graph_pb2.GraphDef:
+    """``_Arg`` nodes for the inputs, then the body's nodes with placeholders substituted."""
     name = fdef.signature.name
-    own_attrs = _call_attrs(fdef, attrs)
     graph_def = graph_pb2.GraphDef()
     for index, arg in enumerate(fdef.signature.input_arg):
         if arg.number_attr or arg.type_list_attr:
@@ -102,44 +97,56 @@ def instantiate(
             )
         node = graph_def.node.add(name=arg.name, op="_Arg")
         node.attr["index"].i = index
-        dtype = arg.type or (own_attrs[arg.type_attr].type if arg.type_attr in own_attrs else 0)
-        node.attr["T"].type = dtype
+        node.attr["T"].type = arg.type or (own_attrs[arg.type_attr].type if arg.type_attr in own_attrs else 0)
     for body_node in fdef.node_def:
         node = graph_def.node.add()
         node.CopyFrom(body_node)
         for value in node.attr.values():
             _substitute(value, own_attrs, f"function {name}")
-    offsets = {n.name: _output_offsets(n, library) for n in graph_def.node[len(fdef.signature.input_arg) :]}
+    return graph_def
+
+
+def _flattener(name: str, graph_def: graph_pb2.GraphDef, library: Mapping) -> Callable[[str], str]:
+    """Rewrites a body input ``node:out_arg:i`` as ``node:k``, k the flat output index."""
+    offsets = {n.name: _output_offsets(n, library) for n in graph_def.node if n.op != "_Arg"}
 
     def flat(text: str) -> str:
-        if text.startswith("^"):
-            return text
         parts = text.split(":")
-        if len(parts) != 3:
+        if text.startswith("^") or len(parts) != 3:
             return text
         node_name, out_arg, index = parts
         table = offsets.get(node_name)
-        if table is None or out_arg not in table:
-            if table is not None or node_name not in offsets:
-                raise errors.InvalidArgumentError(
-                    None, None, f"Function {name}: cannot resolve input '{text}'"
-                )
+        if table is not None and out_arg in table:
+            return f"{node_name}:{table[out_arg] + int(index)}"
+        if node_name in offsets and table is None:  # an op TF does not define: trust the index
             return f"{node_name}:{index}"
-        return f"{node_name}:{table[out_arg] + int(index)}"
+        raise errors.InvalidArgumentError(None, None, f"Function {name}: cannot resolve input '{text}'")
 
+    return flat
+
+
+def instantiate(
+    fdef: function_pb2.FunctionDef,
+    attrs: Mapping[str, attr_value_pb2.AttrValue],
+    library: dict[str, function_pb2.FunctionDef],
+) -> FunctionBody:
+    """The body of ``fdef`` called with ``attrs``, as a Graph sharing ``library``."""
+    signature = fdef.signature
+    graph_def = _body_graph_def(fdef, _call_attrs(fdef, attrs))
+    flat = _flattener(signature.name, graph_def, library)
     for node in graph_def.node:
         node.input[:] = [flat(t) for t in node.input]
     graph = Graph(functions=library)
     graph.import_graph_def(graph_def)
     graph.finalize()
-    ret_names = [flat(fdef.ret[arg.name]) for arg in fdef.signature.output_arg]
+    rets = [flat(fdef.ret[arg.name]) for arg in signature.output_arg]
     return FunctionBody(
-        name=name,
+        name=signature.name,
         graph=graph,
-        args=tuple(graph.get_tensor_by_name(f"{a.name}:0") for a in fdef.signature.input_arg),
-        rets=tuple(graph.get_tensor_by_name(r if ":" in r else f"{r}:0") for r in ret_names),
+        args=tuple(graph.get_tensor_by_name(f"{a.name}:0") for a in signature.input_arg),
+        rets=tuple(graph.get_tensor_by_name(r if ":" in r else f"{r}:0") for r in rets),
         control_rets=tuple(
-            graph.get_operation_by_name(fdef.control_ret[n]) for n in fdef.signature.control_output
+            graph.get_operation_by_name(fdef.control_ret[n]) for n in signature.control_output
         ),
     )
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, versions_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
@@ -28,8 +28,37 @@ from runtime import attrs as attr_lib
 from runtime import dtypes
 from runtime.device import DeviceSpec
 from runtime.op_def import OpSignature, function_signature, op_signature, parse_input
+from runtime.tensor_util import shape_from_proto
 
 _TENSOR_FORM = ' Tensor names must be of the form "<op_name>:<output_index>".'
+
+
+class DecodedAttrs(Mapping):
+    """A NodeDef's attrs, decoded lazily and once each: a plan asks only for what its kernel
+    names, so big attrs nobody reads (``_output_shapes``, unused tensors) stay undecoded."""
+
+    __slots__ = ("_protos", "_decoded")
+
+    def __init__(self, node_def: node_def_pb2.NodeDef):
+        self._protos = node_def.attr
+        self._decoded: dict[str, object] = {}
+
+    def __getitem__(self, name: str):
+        try:
+            return self._decoded[name]
+        except KeyError:
+            if name not in self._protos:
+                raise
+        return self._decoded.setdefault(name, attr_lib.decode(self._protos[name]))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._protos
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._protos)
+
+    def __len__(self) -> int:
+        return len(self._protos)
 
 
 class Tensor:
@@ -76,23 +105,21 @@ class Operation:
         self.node_def = node_def
         self.name = node_def.name
         self.type = node_def.op
-        self._attrs: dict | None = None
+        self._attrs = DecodedAttrs(node_def)
         self._links: tuple[list[Tensor], list[Operation]] | None = None
         self._outputs: dict[int, Tensor] = {}
         self._num_outputs: tuple[int, bool] | None = None
 
     # -- attrs ---------------------------------------------------------------------------
     @property
-    def attrs(self) -> dict:
-        """Every attr, decoded (``runtime.attrs``); computed once."""
-        if self._attrs is None:
-            self._attrs = attr_lib.decode_attrs(self.node_def.attr)
+    def attrs(self) -> DecodedAttrs:
+        """The attrs as a read-only mapping, each decoded (``runtime.attrs``) on first access."""
         return self._attrs
 
     def get_attr(self, name: str):
         if name not in self.node_def.attr:
             raise ValueError(f"Operation '{self.name}' has no attr named '{name}'.")
-        return self.attrs[name]
+        return self._attrs[name]
 
     @property
     def device(self) -> str:
@@ -180,7 +207,7 @@ class Operation:
         if self.type in ("Placeholder", "PlaceholderV2", "PlaceholderWithDefault") and "shape" in attrs:
             return attrs["shape"]
         if self.type == "Const" and "value" in attrs:
-            return tuple(attrs["value"].shape)
+            return shape_from_proto(self.node_def.attr["value"].tensor.tensor_shape)
         return None
 
     def __repr__(self) -> str:

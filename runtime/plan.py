@@ -86,43 +86,38 @@ def _deref(value):
     return read() if read is not None else value
 
 
+def _cycle(op: Operation) -> errors.OpError:
+    return errors.UnimplementedError(
+        None,
+        None,
+        f"Graph has a cycle through node '{op.name}' ({op.type}); TF1 while loops are not "
+        "supported by this runtime yet",
+    )
+
+
 def _needed_ops(fed: set[Tensor], fetches: Sequence[Tensor], targets: Sequence[Operation]) -> list[Operation]:
     """Ops the fetches and targets need, in a topological order (iterative DFS post-order)."""
-    roots = [t.op for t in fetches if t not in fed] + list(targets)
     order: list[Operation] = []
-    state: dict[Operation, int] = {}  # 1 visiting, 2 done
-    for root in roots:
-        if root in state:
-            continue
+    state: dict[Operation, bool] = {}  # False while visiting, True once ordered
+    for root in [t.op for t in fetches if t not in fed] + list(targets):
         stack = [(root, False)]
         while stack:
             op, expanded = stack.pop()
             if expanded:
-                state[op] = 2
+                state[op] = True
                 order.append(op)
                 continue
-            if state.get(op) == 2:
+            if state.get(op) is not None:
+                if state[op] is False:  # reached again while its own inputs are visited
+                    raise _cycle(op)
                 continue
-            if state.get(op) == 1:
-                raise errors.UnimplementedError(
-                    None,
-                    None,
-                    f"Graph has a cycle through node '{op.name}' ({op.type}); TF1 while loops "
-                    "are not supported by this runtime yet",
-                )
-            state[op] = 1
+            state[op] = False
             stack.append((op, True))
             preds = [t.op for t in op.inputs if t not in fed] + op.control_inputs
             for pred in reversed(preds):
-                mark = state.get(pred)
-                if mark == 1:
-                    raise errors.UnimplementedError(
-                        None,
-                        None,
-                        f"Graph has a cycle through node '{pred.name}' ({pred.type}); TF1 while "
-                        "loops are not supported by this runtime yet",
-                    )
-                if mark is None:
+                if state.get(pred) is False:
+                    raise _cycle(pred)
+                if pred not in state:
                     stack.append((pred, False))
     return order
 
@@ -151,11 +146,13 @@ def _resolve(op: Operation, resources, functions) -> _Kernel | None:
 
 def _prepare_functions(op: Operation, functions) -> None:
     """Instantiates every function a func-valued attr names (plan time, not run time)."""
-    for value in op.attrs.values():
-        items = value if isinstance(value, list) else (value,)
-        for item in items:
-            if isinstance(item, FuncAttr) and item.name in op.graph.functions:
-                functions.prepare(item)
+    for name, proto in op.node_def.attr.items():
+        kind = proto.WhichOneof("value")
+        if kind == "func" or (kind == "list" and proto.list.func):
+            value = op.attrs[name]
+            for item in value if isinstance(value, list) else (value,):
+                if isinstance(item, FuncAttr) and item.name in op.graph.functions:
+                    functions.prepare(item)
 
 
 def _grouped(call: Callable, signature: OpSignature | None, op: Operation) -> Callable:
@@ -367,17 +364,30 @@ def _kill(vals: list, dead: set[int] | None, slots: tuple, ctrl: int) -> set[int
     return dead
 
 
+# Python exceptions a kernel may raise, by the OpError TF would report (default InvalidArgument).
+_PYTHON_ERRORS = (
+    (MemoryError, errors.ResourceExhaustedError),
+    (NotImplementedError, errors.UnimplementedError),
+)
+
+
 def node_error(exc: Exception, op: Operation | None) -> errors.OpError:
-    """``exc`` raised by ``op``'s kernel as TF reports it: an OpError naming the node."""
+    """``exc`` raised by ``op``'s kernel as TF reports it: an OpError naming the node.
+
+    A run's own timeout is not a node's failure and keeps its plain text, as in TF.
+    """
+    if isinstance(exc, errors.DeadlineExceededError) and exc.op is None:
+        return exc
     if op is None:
         return exc if isinstance(exc, errors.OpError) else errors.InternalError(None, None, str(exc))
     suffix = f"\n\t [[{{{{node {op.name}}}}}]]"
     if isinstance(exc, errors.OpError):
-        error = type(exc)(exc.node_def or op.node_def, exc.op or op, exc.message + suffix)
-    else:
-        text = str(exc) or type(exc).__name__
-        error = errors.InvalidArgumentError(op.node_def, op, f"{op.type}: {text}{suffix}")
-    return error
+        return errors.error_for_code(
+            exc.code, exc.message + suffix, exc.node_def or op.node_def, exc.op or op
+        )
+    kind = next((e for python, e in _PYTHON_ERRORS if isinstance(exc, python)), None)
+    text = f"{op.type}: {str(exc) or type(exc).__name__}{suffix}"
+    return (kind or errors.InvalidArgumentError)(op.node_def, op, text)
 
 
 def instrument(plan: Plan, trace: list) -> tuple[Step, ...]:

@@ -29,6 +29,7 @@ from runtime.function import RUN_STATE, FunctionLibraryRuntime
 from runtime.graph import Graph, Operation, Tensor, get_default_graph
 from runtime.plan import Plan, build_plan, fetched, instrument, run_plan
 from runtime.resources import ResourceMgr
+from runtime.tensor_util import as_bytes_array
 
 _MAX_PLANS = 256
 
@@ -92,8 +93,7 @@ class Session:
         values = self._run(
             feed_tensors, feed_values, mapper.tensors, mapper.operations, options, run_metadata
         )
-        by_element = iter(values)
-        return mapper.build([next(by_element) if isinstance(e, Tensor) else None for e in mapper.elements])
+        return mapper.build(values)
 
     def make_callable(
         self, fetches, feed_list: Sequence | None = None, accept_options: bool = False
@@ -109,10 +109,9 @@ class Session:
                 raise TypeError("options and run_metadata need accept_options=True")
             self._check_open()
             values = [_feed_value(t, v) for t, v in zip(feed_tensors, feed_args)]
-            results = iter(
+            return mapper.build(
                 self._run(feed_tensors, values, mapper.tensors, mapper.operations, options, run_metadata)
             )
-            return mapper.build([next(results) if isinstance(e, Tensor) else None for e in mapper.elements])
 
         return callable_
 
@@ -239,7 +238,7 @@ def _feed_value(tensor: Tensor, value) -> np.ndarray:
             _check_int_feed(value, np_dtype)
         array = np.asarray(value, dtype=np_dtype)
         if dtypes.base_dtype(dtype) == dtypes.DT_STRING:
-            array = _as_bytes(array)
+            array = as_bytes_array(array)  # TF's kernels see bytes
     shape = tensor.shape
     if shape is not None and (
         len(shape) != array.ndim or any(d is not None and d != a for d, a in zip(shape, array.shape))
@@ -267,16 +266,6 @@ def _check_int_feed(value: int, np_dtype: np.dtype) -> None:
             f"type <class '{shown}'>. Try explicitly setting the type of the feed tensor to a "
             "larger type (e.g. int64)."
         )
-
-
-def _as_bytes(array: np.ndarray) -> np.ndarray:
-    """String feeds hold bytes, as TF's kernels see them."""
-    flat = array.reshape(-1)
-    if any(isinstance(v, str) for v in flat.tolist()):
-        out = np.empty(array.shape, dtype=object)
-        out.reshape(-1)[:] = [v.encode() if isinstance(v, str) else v for v in flat.tolist()]
-        return out
-    return array
 
 
 def _write_step_stats(run_metadata, trace: list) -> None:

@@ -178,7 +178,7 @@ def range_(start, limit, delta, *, Tidx=dtypes.DT_INT32):
         count = (abs(limit - start) + abs(delta) - 1) // abs(delta)
     else:
         count = int(np.ceil(abs((limit - start) / delta)))
-    return out(start + np.arange(count, dtype=np.float64 if dtype.kind == "f" else np.int64) * delta, dtype)
+    return out(start + np.arange(count, dtype=np.int64 if dtype.kind in "iu" else np.float64) * delta, dtype)
 
 
 @kernel("LinSpace", const_inputs=(2,))
@@ -526,36 +526,6 @@ def ensure_shape(input, *, shape=None):  # noqa: A002
     return input
 
 
-@kernel("SpaceToDepth")
-def space_to_depth(input, *, block_size, data_format="NHWC"):  # noqa: A002
-    x = input if data_format == "NHWC" else np.transpose(input, (0, 2, 3, 1))
-    n, h, w, c = x.shape
-    b = block_size
-    if h % b or w % b:
-        raise invalid(f"Image width {w} and height {h} should be divisible by block_size: {b}")
-    y = (
-        x.reshape(n, h // b, b, w // b, b, c)
-        .transpose(0, 1, 3, 2, 4, 5)
-        .reshape(n, h // b, w // b, b * b * c)
-    )
-    return np.ascontiguousarray(y if data_format == "NHWC" else np.transpose(y, (0, 3, 1, 2)))
-
-
-@kernel("DepthToSpace")
-def depth_to_space(input, *, block_size, data_format="NHWC"):  # noqa: A002
-    x = input if data_format == "NHWC" else np.transpose(input, (0, 2, 3, 1))
-    n, h, w, c = x.shape
-    b = block_size
-    if c % (b * b):
-        raise invalid(f"Input depth dimension {c} should be divisible by: {b * b}")
-    y = (
-        x.reshape(n, h, w, b, b, c // (b * b))
-        .transpose(0, 1, 3, 2, 4, 5)
-        .reshape(n, h * b, w * b, c // (b * b))
-    )
-    return np.ascontiguousarray(y if data_format == "NHWC" else np.transpose(y, (0, 3, 1, 2)))
-
-
 @kernel("LowerBound")
 def lower_bound(sorted_inputs, values, *, out_type=dtypes.DT_INT32):
     return _bound(sorted_inputs, values, out_type, "left")
@@ -570,112 +540,6 @@ def _bound(sorted_inputs, values, out_type, side):
     rows = [np.searchsorted(s, v, side=side) for s, v in zip(sorted_inputs, values)]
     result = np.stack(rows) if rows else np.zeros(values.shape, np.int64)
     return out(result, dtypes.as_numpy_dtype(out_type))
-
-
-# --------------------------------------------------------------------------- space/batch and layout
-
-
-def _block_args(input, block_shape, pads, what):  # noqa: A002
-    block = _ints(block_shape)
-    m = len(block)
-    pairs = (
-        np.asarray(pads).astype(np.int64).reshape(-1, 2)
-        if np.asarray(pads).size
-        else np.zeros((0, 2), np.int64)
-    )
-    if pairs.shape[0] != m:
-        raise invalid(f"{what} should have shape [{m}, 2] instead of {shape_str(np.asarray(pads).shape)}")
-    if input.ndim < m + 1:
-        raise invalid(f"input rank should be >= {m + 1} instead of {input.ndim}")
-    if any(b < 1 for b in block):
-        raise invalid(
-            f"All values in block_shape must be positive, got value, {min(block)} at index {block.index(min(block))}."
-        )
-    if np.any(pairs < 0):
-        raise invalid(f"All values in {what} must be non-negative")
-    return block, pairs.tolist()
-
-
-@kernel("SpaceToBatchND", const_inputs=(1, 2))
-def space_to_batch_nd(input, block_shape, paddings):  # noqa: A002
-    block, pads = _block_args(input, block_shape, paddings, "paddings")
-    m = len(block)
-    padded = np.pad(input, [(0, 0), *pads] + [(0, 0)] * (input.ndim - 1 - m))
-    batch, rest = padded.shape[0], padded.shape[1 + m :]
-    split = [batch]
-    for i, b in enumerate(block):
-        size = padded.shape[1 + i]
-        if size % b:
-            raise invalid(f"padded_shape[{i}]={size} is not divisible by block_shape[{i}]={b}")
-        split += [size // b, b]
-    x = padded.reshape(split + list(rest))
-    perm = (
-        [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)] + list(range(1 + 2 * m, x.ndim))
-    )
-    x = np.transpose(x, perm)
-    return np.ascontiguousarray(
-        x.reshape([batch * int(np.prod(block))] + [split[1 + 2 * i] for i in range(m)] + list(rest))
-    )
-
-
-@kernel("BatchToSpaceND", const_inputs=(1, 2))
-def batch_to_space_nd(input, block_shape, crops):  # noqa: A002
-    block, cuts = _block_args(input, block_shape, crops, "crops")
-    m = len(block)
-    prod = int(np.prod(block))
-    if input.shape[0] % prod:
-        raise invalid(
-            f"Input batch dimension ({input.shape[0]}) is not divisible by product of block sizes ({prod})"
-        )
-    batch = input.shape[0] // prod
-    spatial, rest = list(input.shape[1 : 1 + m]), list(input.shape[1 + m :])
-    x = input.reshape(block + [batch] + spatial + rest)
-    perm = [m]
-    for i in range(m):
-        perm += [m + 1 + i, i]
-    perm += list(range(2 * m + 1, x.ndim))
-    x = np.transpose(x, perm).reshape([batch] + [s * b for s, b in zip(spatial, block)] + rest)
-    index = [slice(None)]
-    for i, (lo, hi) in enumerate(cuts):
-        size = spatial[i] * block[i]
-        if lo + hi > size:
-            raise invalid(f"crops must be non-negative and not exceed the input shape: {lo} + {hi} > {size}")
-        index.append(slice(lo, size - hi))
-    return np.ascontiguousarray(x[tuple(index)])
-
-
-@kernel("SpaceToBatch", const_inputs=(1,))
-def space_to_batch(input, paddings, *, block_size):  # noqa: A002
-    return space_to_batch_nd(input, np.asarray([block_size, block_size]), paddings)
-
-
-@kernel("BatchToSpace", const_inputs=(1,))
-def batch_to_space(input, crops, *, block_size):  # noqa: A002
-    return batch_to_space_nd(input, np.asarray([block_size, block_size]), crops)
-
-
-def _format_positions(src_format: str, dst_format: str, size: int) -> list[int]:
-    if size == len(src_format) - 2:  # spatial dims only
-        src_format = "".join(c for c in src_format if c not in "NC")
-        dst_format = "".join(c for c in dst_format if c not in "NC")
-    return [src_format.index(c) for c in dst_format]
-
-
-@kernel("DataFormatVecPermute")
-def data_format_vec_permute(x, *, src_format="NHWC", dst_format="NCHW"):
-    if x.shape[0] not in (len(src_format), len(src_format) - 2):
-        raise invalid(
-            f"First dimension of 1D input must be of size {len(src_format)} or {len(src_format) - 2}, "
-            f"but got shape {shape_str(x.shape)}"
-        )
-    return np.ascontiguousarray(x[_format_positions(src_format, dst_format, x.shape[0])])
-
-
-@kernel("DataFormatDimMap")
-def data_format_dim_map(x, *, src_format="NHWC", dst_format="NCHW"):
-    n = len(src_format)
-    mapping = np.asarray([dst_format.index(c) for c in src_format], x.dtype)
-    return out(mapping[np.mod(x, n)], x.dtype)
 
 
 @kernel("ConcatOffset")
@@ -752,53 +616,10 @@ def roll(input, shift, axis):  # noqa: A002
     return np.roll(input, shifts, axes) if axes else input.copy()
 
 
-@kernel("ListDiff", "SetDiff1d")
+@kernel("ListDiff")
 def list_diff(x, y, *, out_idx=dtypes.DT_INT32):
     keep = ~np.isin(x, y)
     return x[keep], out(np.flatnonzero(keep), dtypes.as_numpy_dtype(out_idx))
-
-
-# --------------------------------------------------------------------------- partition and stitch
-
-
-@kernel("DynamicStitch", "ParallelDynamicStitch")
-def dynamic_stitch(indices, data):
-    if len(indices) != len(data):
-        raise invalid(f"Mismatched number of indices and data: {len(indices)} vs {len(data)}")
-    rows, values = [], []
-    for i, (idx, value) in enumerate(zip(indices, data)):
-        idx = np.asarray(idx)
-        if value.shape[: idx.ndim] != idx.shape:
-            raise invalid(
-                f"data[{i}].shape = {shape_str(value.shape)} does not start with indices[{i}].shape = "
-                f"{shape_str(idx.shape)}"
-            )
-        rows.append(idx.reshape(-1).astype(np.int64))
-        values.append(value.reshape((idx.size,) + value.shape[idx.ndim :]))
-    flat = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    if flat.size and flat.min() < 0:
-        raise invalid(f"indices[{int(np.flatnonzero(flat < 0)[0])}] = {int(flat.min())} is out of range")
-    inner = data[0].shape[np.asarray(indices[0]).ndim :]
-    merged = np.zeros((int(flat.max()) + 1 if flat.size else 0,) + inner, data[0].dtype)
-    merged[flat] = np.concatenate(values) if values else merged[:0]  # later pieces win, as TF's do
-    return merged
-
-
-@kernel("DynamicPartition")
-def dynamic_partition(data, partitions, *, num_partitions):
-    partitions = np.asarray(partitions)
-    if data.shape[: partitions.ndim] != partitions.shape:
-        raise invalid(
-            f"data.shape must start with partitions.shape, got data.shape = {shape_str(data.shape)}, "
-            f"partitions.shape = {shape_str(partitions.shape)}"
-        )
-    bad = (partitions < 0) | (partitions >= num_partitions)
-    if np.any(bad):
-        pos = np.unravel_index(int(np.flatnonzero(bad.reshape(-1))[0]), partitions.shape)
-        raise invalid(f"partitions{shape_str(pos)} = {int(partitions[pos])} is not in [0, {num_partitions})")
-    flat = partitions.reshape(-1)
-    rows = data.reshape((flat.size,) + data.shape[partitions.ndim :])
-    return tuple(rows[flat == p] for p in range(num_partitions))
 
 
 @kernel("Reverse")
@@ -813,7 +634,7 @@ def reverse(tensor, dims):
     return np.array(np.flip(tensor, axes)) if axes else tensor.copy()
 
 
-@kernel("UnravelIndex")
+@kernel("UnravelIndex", const_inputs=(1,))
 def unravel_index(indices, dims):
     shape = _ints(dims)
     if any(d <= 0 for d in shape) and shape:

@@ -26,7 +26,7 @@ def placeholder_with_default(input):
     return input
 
 
-@kernel("Identity", "StopGradient", "PreventGradient", "_Retval")
+@kernel("Identity", "StopGradient", "PreventGradient")
 def identity(input):
     return input
 

@@ -1,8 +1,11 @@
-"""Image kernels: ResizeBilinear and ResizeNearestNeighbor with TF's exact sampling grids.
+"""Image kernels: resizing (bilinear, nearest, bicubic, area, ScaleAndTranslate), CropAndResize,
+colour (RGBToHSV, HSVToRGB, AdjustHue/Saturation/Contrastv2) and non-max suppression.
 
-TF computes the scale and source coordinates in float32 (``CalculateResizeScale``, the legacy and
-half-pixel scalers of ``image_resizer_state.h``); these kernels do the same arithmetic in float32
-so that coordinates landing exactly on pixel boundaries round the way TF's do.
+TF computes scales and source coordinates in float32 (``CalculateResizeScale``, the legacy and
+half-pixel scalers); these kernels do the same float32 arithmetic so that coordinates landing on
+pixel boundaries round as TF's do. Separable resizes build one (out, in) weight matrix per axis
+and apply both in one einsum; NMS loops once per selected box, each step vectorised over boxes.
+Decoding (DecodeJpeg/Png) is not here: it needs a codec.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def einsum(inputs, *, equation):
 # --------------------------------------------------------------------------- band and diagonals
 
 
-@kernel("MatrixBandPart")
+@kernel("MatrixBandPart", const_inputs=(1, 2))
 def matrix_band_part(input, num_lower, num_upper):  # noqa: A002
     lower, upper = int(np.asarray(num_lower)), int(np.asarray(num_upper))
     m, n = input.shape[-2:]

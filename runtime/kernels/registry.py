@@ -45,7 +45,8 @@ class KernelDef:
         """The subset of a node's decoded attrs this kernel's signature names."""
         if self.takes_all_attrs:
             return dict(attrs)
-        return {k: v for k, v in attrs.items() if k in self.attr_names}
+        # By name, so a lazily decoded mapping decodes only what the kernel takes.
+        return {k: attrs[k] for k in self.attr_names if k in attrs}
 
 
 KERNELS: dict[str, KernelDef] = {}

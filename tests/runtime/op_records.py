@@ -1570,4 +1570,70 @@ for _dtype in ("float", "double", "half"):
         "StatelessTruncatedNormalV2", a([4, 7], I32), _KEY, _CTR, _ALG, dtype=dt(_dtype), rtol=1e-5, atol=1e-5
     )
     rec("StatelessTruncatedNormal", a([3000], I32), a([9, 1], I64), dtype=dt(_dtype), rtol=1e-5, atol=1e-5)
-rec("QuantizeAndDequantizeV2", rnd((3, 4)), a([-1.0, -2.0, -0.5, -3.0]), a([1.0, 0.5, 2.0, 3.0]), range_given=True, axis=1)
+rec(
+    "QuantizeAndDequantizeV2",
+    rnd((3, 4)),
+    a([-1.0, -2.0, -0.5, -3.0]),
+    a([1.0, 0.5, 2.0, 3.0]),
+    range_given=True,
+    axis=1,
+)
+
+# --------------------------------------------------------------------------- bfloat16 and half coverage
+
+_BF = a([-2.75, -0.5, 0.0, 1.5, 3.25, 250.0], BF16)
+for _dst in ("int32", "int64", "float", "half", "bool", "uint8"):
+    rec("Cast", _BF, DstT=dt(_dst))
+rec("Cast", a([np.nan, np.inf], BF16), DstT=dt("int32"))
+rec("Range", a(0.0, BF16), a(2.0, BF16), a(0.5, BF16))
+rec("Range", a(1.0, F16), a(-1.0, F16), a(-0.25, F16))
+for _op in ("Max", "Min", "Mean", "Prod"):
+    rec(_op, rnd((3, 4), BF16, -2, 2), a([1], I32), rtol=2e-2, atol=2e-2)
+for _op in ("Maximum", "Minimum", "Mul", "Sub", "RealDiv", "Pow", "SquaredDifference"):
+    rec(_op, rnd((2, 3), BF16, 0.5, 2), rnd((3,), BF16, 0.5, 2), rtol=2e-2, atol=2e-2)
+for _op in ("Softmax", "Relu6", "Elu", "Softplus", "Exp", "Log", "Sqrt", "Erf"):
+    rec(_op, rnd((2, 5), BF16, 0.1, 3), rtol=2e-2, atol=2e-2)
+rec(
+    "Conv2D",
+    rnd((1, 5, 5, 2), BF16, -1, 1),
+    rnd((3, 3, 2, 2), BF16, -1, 1),
+    strides=[1, 1, 1, 1],
+    padding="SAME",
+    rtol=3e-2,
+    atol=5e-2,
+)
+rec("MaxPool", rnd((1, 4, 4, 2), BF16), ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+rec(
+    "AvgPool",
+    rnd((1, 4, 4, 2), F16),
+    ksize=[1, 3, 3, 1],
+    strides=[1, 1, 1, 1],
+    padding="SAME",
+    rtol=2e-3,
+    atol=2e-3,
+)
+rec("BiasAdd", rnd((2, 3), BF16), rnd((3,), BF16))
+rec(
+    "FusedBatchNormV3",
+    rnd((1, 2, 2, 5), BF16),
+    *_BN_C,
+    is_training=False,
+    rtol=2e-2,
+    atol=3e-2,
+    compare=(0, 1, 2),
+)
+rec("ResizeBilinear", rnd((1, 3, 3, 1), BF16), a([5, 5], I32), half_pixel_centers=True)
+rec("GatherV2", rnd((4, 2), BF16), a([3, 1], I32), a(0, I32))
+rec("Cumsum", rnd((2, 4), BF16), a(1, I32), rtol=2e-2, atol=3e-2)
+
+# --------------------------------------------------------------------------- the rest
+
+rec("BroadcastGradientArgs", a([2, 1, 3], I32), a([4, 3], I32))
+rec("BroadcastGradientArgs", a([5], I64), a([], I64))
+rec("BroadcastGradientArgs", a([2, 3], I32), a([4], I32))
+rec("InTopK", a([[0.1, 0.8, 0.1], [0.3, 0.3, 0.4]]), a([1, 0], I32), k=1)
+# TopK (V1): removed at GraphDef version 7, TF 2 cannot build it (see test_kernels_nn).
+rec("MatrixDiagV2", rnd((2, 3)), a([-1, 0], I32), a(-1, I32), a(-1, I32), a(0.0))
+rec("MatrixDiagPartV2", rnd((3, 4)), a([-1, 1], I32), a(5.0))
+rec("MatrixSetDiagV2", rnd((3, 4)), rnd((2, 3)), a([0, 1], I32))
+rec("StatelessRandomGetAlg")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,8 @@ from apis.tensorflow.core.framework import function_pb2, graph_pb2
 from runtime import Graph, Session, dtypes, errors
 from runtime.function import instantiate
 from runtime.tensor_util import make_tensor_proto
-from tests.runtime.test_session import check_runs
+from tests.oracle.builders.session_graphs import fetch_structure
+from tests.runtime.test_session import check_runs, open_case
 
 
 def test_defun_call_nodes_match_tensorflow():
@@ -122,3 +125,25 @@ def test_unsupported_ops_inside_functions_are_reported_with_the_callers():
 
 def test_tf2_cond_and_while_loop_through_functional_ops():
     check_runs("tf_control")
+
+
+def test_function_calls_from_many_threads():
+    session, case, read = open_case("tf_module")
+    (run,) = case["runs"]
+    feeds = {k: read(v["tensor"]) for k, v in run["feeds"].items()}
+    fetches = fetch_structure(run["fetches"])
+    expected = session.run(fetches, feeds)
+    failures = []
+
+    def worker() -> None:
+        for _ in range(100):
+            got = session.run(fetches, feeds)
+            if not all(np.array_equal(got[k], expected[k]) for k in expected):
+                failures.append(got)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []

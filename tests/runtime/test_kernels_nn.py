@@ -166,3 +166,10 @@ def test_big_kernels_run_vectorised(op, inputs, attrs, budget):
     start = time.perf_counter()
     run(op, *args, **attrs)
     assert time.perf_counter() - start < budget, f"{op} took too long: a per-element Python loop?"
+
+
+def test_top_k_v1_matches_top_k_v2():
+    x = np.array([[3.0, 1.0, 3.0, 2.0], [0.5, 0.5, 0.5, 1.0]], np.float32)
+    for got, want in zip(run("TopK", x, k=2), run("TopKV2", x, np.int32(2))):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(run("TopK", x, k=2)[1], [[0, 2], [3, 0]])

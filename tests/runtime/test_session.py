@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -109,8 +110,9 @@ def test_pyfunc_is_never_executed():
 
 
 # -- hand-made graphs --------------------------------------------------------------------------
-def _graph(*nodes: tuple) -> Graph:
-    """A Graph from (name, op, inputs, attrs) tuples; attr values: DataType ints (or lists), arrays, str."""
+def make_graph(*nodes: tuple) -> Graph:
+    """A Graph from (name, op, inputs, attrs) tuples; attr values: DataType ints (or lists),
+    arrays, str, bool."""
     graph_def = graph_pb2.GraphDef()
     for name, op, inputs, attrs in nodes:
         node = graph_def.node.add(name=name, op=op)
@@ -122,6 +124,8 @@ def _graph(*nodes: tuple) -> Graph:
                 node.attr[key].s = value.encode()
             elif isinstance(value, list):
                 node.attr[key].list.type.extend(value)
+            elif isinstance(value, bool):
+                node.attr[key].b = value
             else:
                 node.attr[key].type = value
     return Graph.from_graph_def(graph_def)
@@ -130,11 +134,11 @@ def _graph(*nodes: tuple) -> Graph:
 def _chain(length: int) -> Graph:
     nodes = [("x", "Placeholder", [], {"dtype": 1})]
     nodes += [(f"n{i}", "Identity", [f"n{i - 1}" if i else "x"], {"T": 1}) for i in range(length)]
-    return _graph(*nodes)
+    return make_graph(*nodes)
 
 
 def test_unsupported_ops_are_reported_at_once_with_counts():
-    graph = _graph(
+    graph = make_graph(
         ("x", "Placeholder", [], {"dtype": 1}),
         ("a", "Foo", ["x"], {}),
         ("b", "Foo", ["a"], {}),
@@ -148,7 +152,7 @@ def test_unsupported_ops_are_reported_at_once_with_counts():
 
 
 def test_pruning_skips_unneeded_and_fed_producers():
-    graph = _graph(
+    graph = make_graph(
         ("x", "Placeholder", [], {"dtype": 1}),
         ("bad", "Foo", ["x"], {}),
         ("y", "Identity", ["bad"], {"T": 1}),
@@ -195,8 +199,8 @@ def _test_sleep(x):
 def test_timeout_in_ms_raises_deadline_exceeded():
     nodes = [("x", "Placeholder", [], {"dtype": 1})]
     nodes += [(f"s{i}", "_TestSleep", [f"s{i - 1}" if i else "x"], {}) for i in range(40)]
-    session = Session(graph=_graph(*nodes))
-    with pytest.raises(errors.DeadlineExceededError, match="^Timed out waiting for notification"):
+    session = Session(graph=make_graph(*nodes))
+    with pytest.raises(errors.DeadlineExceededError, match="^Timed out waiting for notification$"):
         session.run("s39:0", {"x:0": 1.0}, options=config_pb2.RunOptions(timeout_in_ms=20))
     config = config_pb2.ConfigProto(operation_timeout_in_ms=20)
     with pytest.raises(errors.DeadlineExceededError):
@@ -236,7 +240,7 @@ def _test_merge(*inputs):
 
 
 def test_dead_tensors_propagate_until_a_kernel_that_accepts_them():
-    graph = _graph(
+    graph = make_graph(
         ("x", "Placeholder", [], {"dtype": 1}),
         ("p", "Placeholder", [], {"dtype": 10}),
         ("sw", "_TestSwitch", ["x", "p"], {}),
@@ -257,7 +261,7 @@ def test_dead_tensors_propagate_until_a_kernel_that_accepts_them():
 
 
 def test_kernel_exception_becomes_invalid_argument_naming_node_and_op():
-    graph = _graph(
+    graph = make_graph(
         ("x", "Placeholder", [], {"dtype": 1}),
         ("r", "Reshape", ["x", "shape"], {"T": 1}),
         ("shape", "Const", [], {"value": np.array([7], np.int32), "dtype": 3}),
@@ -287,3 +291,40 @@ def test_per_node_overhead_on_a_1000_node_graph():
 
 def test_tf1_cond_switch_merge_matches_tensorflow():
     check_runs("cond_v1")
+
+
+def test_cycles_are_reported_not_looped():
+    graph = make_graph(("a", "Identity", ["b"], {"T": 1}), ("b", "Identity", ["a"], {"T": 1}))
+    with pytest.raises(errors.UnimplementedError, match="^Graph has a cycle through node"):
+        Session(graph=graph).run("a:0")
+
+
+class _Big(np.ndarray):
+    """An ndarray subclass, so a weakref can tell when the interpreter let go of a value."""
+
+
+_alive: list = []
+
+
+@kernel("_TestAlloc")
+def _test_alloc(x):
+    value = np.zeros(4, np.float32).view(_Big)
+    _alive.append(weakref.ref(value))
+    return value
+
+
+@kernel("_TestFreed")
+def _test_freed(x):
+    return np.asarray([ref() is None for ref in _alive[:-1]])
+
+
+def test_values_are_freed_after_their_last_use():
+    graph = make_graph(
+        ("x", "Placeholder", [], {"dtype": 1}),
+        ("a", "_TestAlloc", ["x"], {}),
+        ("b", "_TestAlloc", ["a"], {}),
+        ("c", "_TestFreed", ["b"], {}),
+    )
+    _alive.clear()
+    # When c runs, a's value (read only by b) is gone; b's is still c's input.
+    assert Session(graph=graph).run("c:0", {"x:0": 1.0}).tolist() == [True]

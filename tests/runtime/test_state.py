@@ -5,35 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from apis.tensorflow.core.framework import graph_pb2
 from runtime import Graph, Session, dtypes, errors
-from runtime.tensor_util import make_tensor_proto
-from tests.runtime.test_session import check_runs
+from tests.runtime.test_session import check_runs, make_graph
 
 
 def test_variables_match_tensorflow():
     check_runs("variables")
 
 
-def _graph(*nodes: tuple) -> Graph:
-    graph_def = graph_pb2.GraphDef()
-    for name, op, inputs, attrs in nodes:
-        node = graph_def.node.add(name=name, op=op, input=inputs)
-        for key, value in attrs.items():
-            if isinstance(value, np.ndarray):
-                node.attr[key].tensor.CopyFrom(make_tensor_proto(value))
-            elif isinstance(value, str):
-                node.attr[key].s = value.encode()
-            elif isinstance(value, bool):
-                node.attr[key].b = value
-            else:
-                node.attr[key].type = value
-    return Graph.from_graph_def(graph_def)
-
-
 def _handles() -> Graph:
     f = dtypes.DT_FLOAT
-    return _graph(
+    return make_graph(
         ("a", "VarHandleOp", [], {"dtype": f, "shared_name": "shared"}),
         ("b", "VarHandleOp", [], {"dtype": f, "shared_name": "shared"}),
         ("c", "VarHandleOp", [], {"dtype": f, "shared_name": "shared", "container": "other"}),
@@ -81,7 +63,7 @@ def test_sessions_do_not_share_variables_and_destroy_removes_them():
 def test_assign_checks_shapes_like_tf():
     f = dtypes.DT_FLOAT
     session = Session(
-        graph=_graph(
+        graph=make_graph(
             ("v", "VariableV2", [], {"dtype": f}),
             ("two", "Const", [], {"value": np.zeros(2, np.float32), "dtype": f}),
             ("three", "Const", [], {"value": np.zeros(3, np.float32), "dtype": f}),
@@ -102,7 +84,7 @@ def test_assign_checks_shapes_like_tf():
 def test_resource_gather_bounds():
     f = dtypes.DT_FLOAT
     session = Session(
-        graph=_graph(
+        graph=make_graph(
             ("v", "VarHandleOp", [], {"dtype": f, "shared_name": "v"}),
             ("value", "Const", [], {"value": np.arange(6, dtype=np.float32).reshape(3, 2)}),
             ("init", "AssignVariableOp", ["v", "value"], {"dtype": f}),

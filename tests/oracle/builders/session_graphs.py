@@ -26,6 +26,7 @@ import collections
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,7 +67,10 @@ def session_cases() -> Path:
         try:
             tmp.rename(out)
         except OSError:  # built concurrently by another test process
-            pass
+            shutil.rmtree(tmp, ignore_errors=True)
+        for stale in out.parent.iterdir():  # builds of earlier versions of this file
+            if stale.name != out.name and not stale.name.startswith(f"{out.name}.tmp"):
+                shutil.rmtree(stale, ignore_errors=True)
     return out
 
 

@@ -1,0 +1,601 @@
+"""String ops: hashing into buckets, formatting, splitting, case, substrings, regexes, Unicode, base64.
+
+Strings are numpy object arrays of ``bytes``, as TF's kernels see them. Hashes are TF's exactly:
+``StringToHashBucketFast`` is FarmHash Fingerprint64 (``pyfarmhash``), ``StringToHashBucket`` TF's
+own ``Hash64`` and ``StringToHashBucketStrong`` SipHash-2-4 (``runtime/hashing.py``). Regexes are
+RE2's in TF; ``compile_re2`` translates RE2's syntax to Python's ``re`` where it differs
+(``$``, ``\\z``, POSIX classes, rewrite strings) and refuses what it cannot translate.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import re
+
+import farmhash
+import numpy as np
+
+from runtime import dtypes, errors
+from runtime.hashing import hash64, siphash24
+from runtime.kernels.registry import kernel
+
+
+def _strings(value) -> np.ndarray:
+    return np.asarray(value, dtype=object)
+
+
+def _map(value, fn, dtype=object) -> np.ndarray:
+    array = _strings(value)
+    out = np.empty(array.shape, dtype=dtype)
+    out.reshape(-1)[:] = [fn(v) for v in array.reshape(-1).tolist()]
+    return out
+
+
+def _invalid(text: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(None, None, text)
+
+
+def _check_buckets(num_buckets: int) -> None:
+    if num_buckets <= 0:
+        raise _invalid("Number of buckets must be at least 1")
+
+
+# --------------------------------------------------------------------------------- hashing
+
+
+@kernel("StringToHashBucketFast")
+def string_to_hash_bucket_fast(input, *, num_buckets):
+    _check_buckets(num_buckets)
+    fingerprint = farmhash.fingerprint64
+    return _map(input, lambda s: fingerprint(s) % num_buckets, np.int64)
+
+
+@kernel("StringToHashBucket")
+def string_to_hash_bucket(string_tensor, *, num_buckets):
+    _check_buckets(num_buckets)
+    return _map(string_tensor, lambda s: hash64(s) % num_buckets, np.int64)
+
+
+@kernel("StringToHashBucketStrong")
+def string_to_hash_bucket_strong(input, *, num_buckets, key):
+    _check_buckets(num_buckets)
+    if len(key) != 2:
+        raise _invalid("Key must have 2 elements")
+    k0, k1 = (int(k) & 0xFFFFFFFFFFFFFFFF for k in key)
+    return _map(input, lambda s: siphash24(k0, k1, s) % num_buckets, np.int64)
+
+
+# --------------------------------------------------------------------------------- formatting
+
+_FLOATS = {dtypes.DT_FLOAT, dtypes.DT_DOUBLE, dtypes.DT_HALF, dtypes.DT_BFLOAT16}
+_COMPLEX = {dtypes.DT_COMPLEX64, dtypes.DT_COMPLEX128}
+
+
+@kernel("AsString")
+def as_string(input, *, precision=-1, scientific=False, shortest=False, width=-1, fill="", T=None):
+    """printf formatting as TF builds it: ``%<fill><width>.<precision><d|f|e|g>``."""
+    array = np.asarray(input)
+    dtype = T if T is not None else dtypes.from_numpy(array.dtype)
+    is_float = dtype in _FLOATS or dtype in _COMPLEX
+    if len(fill) > 1:
+        raise _invalid(f"Fill string must be one or fewer characters: {fill}")
+    if scientific and shortest:
+        raise _invalid("Cannot select both scientific and shortest notation")
+    if precision > -1 and not is_float:
+        raise _invalid(f"precision not supported for datatype {dtypes.name(dtype)}")
+    if (scientific or shortest) and not is_float:
+        raise _invalid(f"scientific and shortest format not supported for datatype {dtypes.name(dtype)}")
+    spec = "%"
+    if fill:
+        if fill not in " +-0#":
+            raise _invalid(f'Fill argument not supported: "{fill}"')
+        spec += fill
+    if width > -1:
+        spec += str(width)
+    if precision > -1:
+        spec += f".{precision}"
+    if dtype == dtypes.DT_BOOL:
+        return _map(array, lambda v: b"true" if v else b"false")
+    if dtype == dtypes.DT_STRING:
+        return _map(array, lambda v: (spec + "s").encode() % v)
+    if is_float:
+        spec += "g" if shortest else "e" if scientific else "f"
+        if dtype in _COMPLEX:
+            spec = f"({spec},{spec})"
+            return _map(array, lambda v: (spec % (v.real, v.imag)).encode())
+        return _map(array.astype(np.float64), lambda v: _c_float(spec % v).encode())
+    spec += "d"
+    return _map(array, lambda v: (spec % v).encode())
+
+
+def _c_float(text: str) -> str:
+    # glibc prints "-nan" for a NaN with the sign bit set; Python never does. TF's NaNs are positive.
+    return text
+
+
+# --------------------------------------------------------------------------------- joining/splitting
+
+
+@kernel("ReduceJoin")
+def reduce_join(inputs, reduction_indices, *, keep_dims=False, separator=""):
+    array = _strings(inputs)
+    sep = separator.encode() if isinstance(separator, str) else separator
+    axes = np.asarray(reduction_indices, dtype=np.int64).reshape(-1).tolist()
+    rank = array.ndim
+    normalized = []
+    for axis in axes:
+        if not -rank <= axis < rank:
+            raise _invalid(f"Invalid reduction dimension {axis} for input with {rank} dimensions.")
+        a = axis % rank if rank else axis
+        if a in normalized:
+            raise _invalid(f"Duplicate reduction dimension {a}")
+        normalized.append(a)
+    if np.ndim(reduction_indices) == 0 and not axes:
+        normalized = []
+    kept = [d for d in range(rank) if d not in normalized]
+    reduced = sorted(normalized)
+    moved = np.transpose(array, kept + reduced) if rank else array
+    kept_shape = [array.shape[d] for d in kept]
+    width = int(np.prod([array.shape[d] for d in reduced], dtype=np.int64))
+    rows = moved.reshape(-1, width) if moved.size else np.empty((int(np.prod(kept_shape)), width), object)
+    out = np.empty(rows.shape[0], dtype=object)
+    out[:] = [sep.join(row) for row in rows.tolist()]
+    if keep_dims:
+        return out.reshape([1 if d in normalized else array.shape[d] for d in range(rank)])
+    return out.reshape(kept_shape)
+
+
+def _sparse_split(pieces: list[list[bytes]]) -> tuple:
+    lengths = np.array([len(p) for p in pieces], dtype=np.int64)
+    total = int(lengths.sum())
+    indices = np.empty((total, 2), dtype=np.int64)
+    indices[:, 0] = np.repeat(np.arange(len(pieces), dtype=np.int64), lengths)
+    starts = np.cumsum(lengths) - lengths
+    indices[:, 1] = np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)
+    values = np.empty(total, dtype=object)
+    values[:] = [v for p in pieces for v in p]
+    shape = np.array([len(pieces), int(lengths.max()) if len(pieces) else 0], dtype=np.int64)
+    return indices, values, shape
+
+
+def _rank1(value, name: str = "input") -> list:
+    array = _strings(value)
+    if array.ndim != 1:
+        raise _invalid(f"{name} must be a vector, got shape: {list(array.shape)}")
+    return array.tolist()
+
+
+@kernel("StringSplit")
+def string_split(input, delimiter, *, skip_empty=True):
+    """Splits on any byte of ``delimiter`` (every byte when it is empty)."""
+    rows = _rank1(input)
+    delim = _strings(delimiter)
+    if delim.ndim != 0:
+        raise _invalid(f"delimiter must be a scalar, got shape: {list(delim.shape)}")
+    delim = delim.item()
+    pieces = []
+    for row in rows:
+        if not delim:
+            pieces.append([row[i : i + 1] for i in range(len(row))])
+            continue
+        parts, start = [], 0
+        for i, byte in enumerate(row):
+            if byte in delim:
+                parts.append(row[start:i])
+                start = i + 1
+        parts.append(row[start:])
+        pieces.append([p for p in parts if p] if skip_empty else parts)
+    return _sparse_split(pieces)
+
+
+_WHITESPACE = b" \t\n\v\f\r"
+
+
+@kernel("StringSplitV2")
+def string_split_v2(input, sep, *, maxsplit=-1):
+    """Splits on ``sep`` (runs of ASCII whitespace when empty), at most ``maxsplit`` times."""
+    rows = _rank1(input)
+    separator = _strings(sep)
+    if separator.ndim != 0:
+        raise _invalid(f"sep must be a scalar, got shape: {list(separator.shape)}")
+    separator = separator.item()
+    limit = maxsplit if maxsplit > 0 else -1
+    if separator:
+        pieces = [row.split(separator, limit) for row in rows]
+    else:
+        pieces = [_split_whitespace(row, limit) for row in rows]
+    return _sparse_split(pieces)
+
+
+def _split_whitespace(row: bytes, limit: int) -> list[bytes]:
+    parts, i, n = [], 0, len(row)
+    while i < n:
+        while i < n and row[i] in _WHITESPACE:
+            i += 1
+        if i == n:
+            break
+        if limit >= 0 and len(parts) == limit:
+            parts.append(row[i:])
+            break
+        j = i
+        while j < n and row[j] not in _WHITESPACE:
+            j += 1
+        parts.append(row[i:j])
+        i = j
+    return parts
+
+
+# --------------------------------------------------------------------------------- case, strip, length
+
+
+@kernel("StringStrip")
+def string_strip(input):
+    return _map(input, lambda s: s.strip(_WHITESPACE))
+
+
+def _case(value, encoding: str, ascii_fn, unicode_fn) -> np.ndarray:
+    if not encoding:
+        return _map(value, ascii_fn)
+    if encoding.lower().replace("-", "") != "utf8":
+        raise _invalid(f"Unsupported encoding: {encoding}")
+    return _map(
+        value, lambda s: unicode_fn(s.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+    )
+
+
+@kernel("StringLower")
+def string_lower(input, *, encoding=""):
+    return _case(input, encoding, bytes.lower, str.lower)
+
+
+@kernel("StringUpper")
+def string_upper(input, *, encoding=""):
+    return _case(input, encoding, bytes.upper, str.upper)
+
+
+def _utf8_length(s: bytes) -> int:
+    # Counts bytes that are not UTF-8 continuation bytes, as TF does (even for invalid UTF-8).
+    return sum(1 for b in s if b & 0xC0 != 0x80)
+
+
+@kernel("StringLength")
+def string_length(input, *, unit="BYTE"):
+    if unit == "UTF8_CHAR":
+        return _map(input, _utf8_length, np.int32)
+    return _map(input, len, np.int32)
+
+
+def _char_starts(s: bytes) -> list[int]:
+    return [i for i, b in enumerate(s) if b & 0xC0 != 0x80]
+
+
+@kernel("Substr")
+def substr(input, pos, len, *, unit="BYTE"):
+    """Substrings by byte or UTF-8 character; a negative ``pos`` counts from the end."""
+    strings = _strings(input)
+    positions = np.asarray(pos)
+    lengths = np.asarray(len)
+    if positions.shape != lengths.shape:
+        raise _invalid(
+            f"pos and len should have the same shape, got: {_shape(positions)} vs. {_shape(lengths)}"
+        )
+    try:
+        shape = np.broadcast_shapes(strings.shape, positions.shape)
+    except ValueError:
+        raise _invalid(f"Incompatible shapes: {_shape(strings)} vs. {_shape(positions)}") from None
+    flat_s = np.broadcast_to(strings, shape).reshape(-1).tolist()
+    flat_p = np.broadcast_to(positions, shape).reshape(-1).tolist()
+    flat_l = np.broadcast_to(lengths, shape).reshape(-1).tolist()
+    out = []
+    for i, (s, p, n) in enumerate(zip(flat_s, flat_p, flat_l)):
+        starts = _char_starts(s) if unit == "UTF8_CHAR" else None
+        size = builtins_len(starts) if starts is not None else builtins_len(s)
+        if abs(p) > size:
+            raise errors.InvalidArgumentError(None, None, f"pos {p} out of range for string at index {i}")
+        start = p + size if p < 0 else p
+        end = min(start + max(n, 0), size)
+        if starts is None:
+            out.append(s[start:end])
+        else:
+            byte_start = starts[start] if start < size else builtins_len(s)
+            byte_end = starts[end] if end < size else builtins_len(s)
+            out.append(s[byte_start:byte_end])
+    result = np.empty(builtins_len(out), dtype=object)
+    result[:] = out
+    return result.reshape(shape)
+
+
+builtins_len = len
+
+
+def _shape(array) -> str:
+    return "[" + ",".join(str(d) for d in np.shape(array)) + "]"
+
+
+# --------------------------------------------------------------------------------- regexes
+
+
+_POSIX_CLASSES = {
+    "alnum": "0-9A-Za-z",
+    "alpha": "A-Za-z",
+    "ascii": "\\x00-\\x7f",
+    "blank": "\\t ",
+    "cntrl": "\\x00-\\x1f\\x7f",
+    "digit": "0-9",
+    "graph": "!-~",
+    "lower": "a-z",
+    "print": " -~",
+    "punct": "!-/:-@\\[-`{-~",
+    "space": "\\t\\n\\v\\f\\r ",
+    "upper": "A-Z",
+    "word": "0-9A-Za-z_",
+    "xdigit": "0-9A-Fa-f",
+}
+_UNSUPPORTED_ESCAPES = {
+    "p": "Unicode classes (\\p)",
+    "P": "Unicode classes (\\P)",
+    "Q": "\\Q...\\E",
+    "C": "\\C",
+}
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+
+
+@functools.lru_cache(maxsize=256)
+def compile_re2(pattern: bytes | str) -> re.Pattern:
+    """An RE2 pattern as a Python ``re`` pattern over str (UTF-8 decoded, ASCII classes as RE2's).
+
+    RE2's ``$`` and ``\\z`` match only at the end of the text (Python's ``$`` also before a final
+    newline); POSIX classes (``[[:alpha:]]``) become ASCII ranges. Unicode classes and ``\\Q``
+    are refused with UnimplementedError rather than silently matching something else.
+    """
+    text = _text(pattern)
+    multiline = re.search(r"\(\?[a-zA-Z]*m", text) is not None
+    out, i, in_class = [], 0, False
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            escaped = text[i + 1 : i + 2]
+            if escaped in _UNSUPPORTED_ESCAPES:
+                raise errors.UnimplementedError(
+                    None, None, f"RE2 pattern {text!r} uses {_UNSUPPORTED_ESCAPES[escaped]}, not supported"
+                )
+            out.append("\\Z" if escaped == "z" and not in_class else text[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            posix = re.match(r"\[:(\^?)([a-z]+):\]", text[i:])
+            if posix and posix.group(2) in _POSIX_CLASSES and not posix.group(1):
+                out.append(_POSIX_CLASSES[posix.group(2)])
+                i += posix.end()
+                continue
+            if c == "]":
+                in_class = False
+        elif c == "[":
+            in_class = True
+            out.append(c)
+            i += 1
+            if text[i : i + 1] == "^":
+                out.append("^")
+                i += 1
+            if text[i : i + 1] == "]":  # a leading ] is a literal
+                out.append("\\]")
+                i += 1
+            continue
+        elif c == "$" and not multiline:
+            c = "\\Z"
+        out.append(c)
+        i += 1
+    try:
+        return re.compile("".join(out), re.ASCII)
+    except re.error as e:
+        raise _invalid(f"Invalid pattern: {text}, error: {e}") from None
+
+
+@functools.lru_cache(maxsize=256)
+def rewrite_template(rewrite: bytes | str):
+    """An RE2 rewrite string (``\\0``..``\\9`` groups, ``\\\\`` a backslash) as a ``re.sub`` function."""
+    text = _text(rewrite)
+    parts: list = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            escaped = text[i + 1 : i + 2]
+            if escaped.isdigit():
+                parts.append(int(escaped))
+            elif escaped == "\\":
+                parts.append("\\")
+            else:
+                raise _invalid(f"invalid rewrite pattern: {text}")
+            i += 2
+            continue
+        parts.append(c)
+        i += 1
+    if all(isinstance(p, str) for p in parts):
+        literal = "".join(parts)
+        return lambda match: literal
+    return lambda match: "".join(p if isinstance(p, str) else (match.group(p) or "") for p in parts)
+
+
+def _regex_replace(input, pattern: bytes | str, rewrite: bytes | str, replace_global: bool) -> np.ndarray:
+    compiled = compile_re2(pattern)
+    template = rewrite_template(rewrite)
+    count = 0 if replace_global else 1
+
+    def replace(s: bytes) -> bytes:
+        text = s.decode("utf-8", "surrogateescape")
+        return compiled.sub(template, text, count=count).encode("utf-8", "surrogateescape")
+
+    return _map(input, replace)
+
+
+def _scalar_text(value) -> bytes:
+    array = _strings(value)
+    if array.ndim != 0:
+        raise _invalid(f"Pattern must be scalar, but received {_shape(array)}")
+    return array.item()
+
+
+@kernel("RegexReplace")
+def regex_replace(input, pattern, rewrite, *, replace_global=True):
+    return _regex_replace(input, _scalar_text(pattern), _scalar_text(rewrite), replace_global)
+
+
+@kernel("StaticRegexReplace")
+def static_regex_replace(input, *, pattern, rewrite, replace_global=True):
+    return _regex_replace(input, pattern, rewrite, replace_global)
+
+
+def _full_match(input, pattern) -> np.ndarray:
+    compiled = compile_re2(pattern)
+    return _map(
+        input, lambda s: compiled.fullmatch(s.decode("utf-8", "surrogateescape")) is not None, np.bool_
+    )
+
+
+@kernel("RegexFullMatch")
+def regex_full_match(input, pattern):
+    return _full_match(input, _scalar_text(pattern))
+
+
+@kernel("StaticRegexFullMatch")
+def static_regex_full_match(input, *, pattern):
+    return _full_match(input, pattern)
+
+
+# --------------------------------------------------------------------------------- Unicode
+
+_CODECS = {
+    "UTF-8": "utf-8",
+    "UTF-16-BE": "utf-16-be",
+    "UTF-16-LE": "utf-16-le",
+    "UTF-32-BE": "utf-32-be",
+    "UTF-32-LE": "utf-32-le",
+}
+
+
+def _decode_chars(s: bytes, codec: str, errors_mode: str, replacement: int, control: bool):
+    """(code points, byte offsets of their starts) of one string."""
+    chars, offsets = [], []
+    if codec == "utf-8":
+        i, n = 0, len(s)
+        while i < n:
+            char, size = _utf8_char(s, i)
+            if char is None:
+                if errors_mode == "strict":
+                    raise _invalid(f"Invalid formatting on input string: {s!r}"[:200])
+                if errors_mode == "replace":
+                    chars.append(replacement)
+                    offsets.append(i)
+            else:
+                if control and (char < 0x20 or 0x7F <= char < 0xA0):
+                    char = replacement
+                chars.append(char)
+                offsets.append(i)
+            i += size
+        return chars, offsets
+    width = 2 if "16" in codec else 4
+    text = s.decode(codec, "surrogatepass" if errors_mode == "strict" else errors_mode)
+    position = 0
+    for ch in text:
+        chars.append(ord(ch))
+        offsets.append(position)
+        position += width * (2 if width == 2 and ord(ch) > 0xFFFF else 1)
+    return chars, offsets
+
+
+def _utf8_char(s: bytes, i: int) -> tuple[int | None, int]:
+    """The code point at ``i`` and its byte length; (None, length of the maximal invalid subpart)."""
+    b0 = s[i]
+    if b0 < 0x80:
+        return b0, 1
+    if 0xC2 <= b0 <= 0xDF:
+        need, low, high, value = 1, 0x80, 0xBF, b0 & 0x1F
+    elif 0xE0 <= b0 <= 0xEF:
+        need, value = 2, b0 & 0x0F
+        low, high = (0xA0, 0xBF) if b0 == 0xE0 else (0x80, 0x9F) if b0 == 0xED else (0x80, 0xBF)
+    elif 0xF0 <= b0 <= 0xF4:
+        need, value = 3, b0 & 0x07
+        low, high = (0x90, 0xBF) if b0 == 0xF0 else (0x80, 0x8F) if b0 == 0xF4 else (0x80, 0xBF)
+    else:
+        return None, 1
+    j = i + 1
+    for k in range(need):
+        if j >= len(s):
+            return None, j - i
+        b = s[j]
+        if not (low <= b <= high if k == 0 else 0x80 <= b <= 0xBF):
+            return None, j - i
+        value = (value << 6) | (b & 0x3F)
+        j += 1
+    return value, j - i
+
+
+def _unicode_decode(input, input_encoding, errors_mode, replacement_char, control, Tsplits, offsets):
+    codec = _CODECS.get(input_encoding.upper())
+    if codec is None:
+        raise _invalid(f"Could not create converter for input encoding: {input_encoding}")
+    flat = _strings(input).reshape(-1).tolist()
+    splits = [0]
+    chars: list[int] = []
+    starts: list[int] = []
+    for s in flat:
+        c, o = _decode_chars(s, codec, errors_mode, replacement_char, control)
+        chars += c
+        starts += o
+        splits.append(len(chars))
+    split_dtype = np.int32 if Tsplits == dtypes.DT_INT32 else np.int64
+    result = (np.array(splits, dtype=split_dtype), np.array(chars, dtype=np.int32))
+    if offsets:
+        result += (np.array(starts, dtype=np.int64),)
+    return result
+
+
+@kernel("UnicodeDecode")
+def unicode_decode(
+    input, *, input_encoding, errors="replace", replacement_char=65533, replace_control_characters=False,
+    Tsplits=dtypes.DT_INT64
+):  # fmt: skip
+    return _unicode_decode(
+        input, input_encoding, errors, replacement_char, replace_control_characters, Tsplits, False
+    )
+
+
+@kernel("UnicodeDecodeWithOffsets")
+def unicode_decode_with_offsets(
+    input, *, input_encoding, errors="replace", replacement_char=65533, replace_control_characters=False,
+    Tsplits=dtypes.DT_INT64
+):  # fmt: skip
+    return _unicode_decode(
+        input, input_encoding, errors, replacement_char, replace_control_characters, Tsplits, True
+    )
+
+
+# --------------------------------------------------------------------------------- base64
+
+
+@kernel("EncodeBase64")
+def encode_base64(input, *, pad=False):
+    if pad:
+        return _map(input, base64.urlsafe_b64encode)
+    return _map(input, lambda s: base64.urlsafe_b64encode(s).rstrip(b"="))
+
+
+def _b64decode(s: bytes) -> bytes:
+    stripped = s.rstrip(b"=")
+    if len(s) - len(stripped) > 2 or len(stripped) % 4 == 1:
+        raise _invalid("Invalid character found in base64.")
+    try:
+        return base64.b64decode(stripped + b"=" * (-len(stripped) % 4), altchars=b"-_", validate=True)
+    except binascii.Error:
+        raise _invalid("Invalid character found in base64.") from None
+
+
+@kernel("DecodeBase64")
+def decode_base64(input):
+    return _map(input, _b64decode)

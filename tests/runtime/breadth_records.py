@@ -1,0 +1,375 @@
+"""Records for the breadth ops (tf.Example parsing, strings, lookup tables, sparse and ragged ops).
+
+Plain data (numpy and the stdlib only), read by both sides: ``tests/oracle/builders/
+breadth_records.py`` evaluates them in TensorFlow and stores TF's outputs or errors under
+``<cache>/breadth_records/``; ``tests/runtime/test_{parsing,string,lookup,sparse}_ops.py`` run our
+kernels on the same inputs and compare.
+
+Two kinds:
+
+- ``RECORDS``: one op on fixed inputs (``tests/runtime/op_records.OpRecord``, same conventions as
+  the dense op records: inputs in TF's order, a list for a list input, attrs by TF's names).
+- ``SCENARIOS``: names of small multi-node graphs (tables need a handle op, an initialiser and a
+  lookup) that the builder constructs with TF's Python API; the GraphDef, the feeds and TF's
+  fetched values are stored, and the test runs the same GraphDef through ``runtime.Session``.
+
+Serialized ``tf.train.Example`` protos are written here by a small wire encoder, so that malformed
+and unusual encodings (unpacked floats, duplicate keys, empty ``Feature``) can be recorded too.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from tests.runtime.op_records import OpRecord, dt
+
+RECORDS: list[OpRecord] = []
+_counts: dict[str, int] = {}
+
+
+def rec(op: str, *inputs, rtol=None, atol=None, compare=None, **attrs) -> None:
+    n = _counts.get(op, 0)
+    _counts[op] = n + 1
+    RECORDS.append(OpRecord(f"{op}.b{n:03d}", op, tuple(inputs), attrs, rtol, atol, compare))
+
+
+def s(*values) -> np.ndarray:
+    return np.array([v.encode() if isinstance(v, str) else v for v in values], dtype=object)
+
+
+def s0(value) -> np.ndarray:
+    return np.array(value.encode() if isinstance(value, str) else value, dtype=object)
+
+
+def i64(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+def i32(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.int32)
+
+
+def f32(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.float32)
+
+
+# --------------------------------------------------------------------------------- Example encoder
+
+
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _delimited(field: int, payload: bytes) -> bytes:
+    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+
+
+def feature(values, kind: str | None = None, packed: bool = True) -> bytes:
+    """A serialized ``Feature``: bytes, int64 or float list by the values' type or ``kind``."""
+    values = list(values)
+    if kind is None:
+        if all(isinstance(v, (str, bytes)) for v in values) and values:
+            kind = "bytes"
+        elif all(isinstance(v, int) for v in values) and values:
+            kind = "int64"
+        else:
+            kind = "float"
+    if kind == "none":
+        return b""
+    if kind == "bytes":
+        body = b"".join(_delimited(1, v.encode() if isinstance(v, str) else v) for v in values)
+        return _delimited(1, body)
+    if kind == "int64":
+        if packed:
+            body = _delimited(1, b"".join(_varint(v) for v in values)) if values else b""
+        else:
+            body = b"".join(_varint(1 << 3) + _varint(v) for v in values)
+        return _delimited(3, body)
+    if packed:
+        body = _delimited(1, struct.pack(f"<{len(values)}f", *values)) if values else b""
+    else:
+        body = b"".join(_varint(1 << 3 | 5) + struct.pack("<f", v) for v in values)
+    return _delimited(2, body)
+
+
+def example_entries(entries) -> bytes:
+    """An Example from (key, serialized Feature) pairs, in order (duplicates allowed)."""
+    body = b"".join(_delimited(1, _delimited(1, key.encode()) + _delimited(2, f)) for key, f in entries)
+    return _delimited(1, body)
+
+
+def ex(**features) -> bytes:
+    """An Example: each keyword a feature; a scalar is a one-value list."""
+    entries = []
+    for key, value in features.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        entries.append((key, feature(values)))
+    return example_entries(entries)
+
+
+def batch(*examples) -> np.ndarray:
+    return np.array(list(examples), dtype=object)
+
+
+EMPTY = s()
+NO_NAMES = s()
+
+
+# --------------------------------------------------------------------------------- tf.Example parsing
+
+_NUMPY = {"float": np.float32, "int64": np.int64, "string": object}
+
+
+def required(dtype: str) -> np.ndarray:
+    return np.zeros(0, dtype=_NUMPY[dtype])
+
+
+def default(dtype: str, values) -> np.ndarray:
+    if dtype == "string":
+        return np.asarray(
+            [v.encode() if isinstance(v, str) else v for v in np.ravel(values)], dtype=object
+        ).reshape(np.shape(values))
+    return np.asarray(values, dtype=_NUMPY[dtype])
+
+
+def parse_v2(serialized, dense=(), sparse=(), ragged=(), names=NO_NAMES) -> None:
+    """dense: (key, dtype, shape, default); sparse: (key, dtype); ragged: (key, dtype, splits dtype)."""
+    rec(
+        "ParseExampleV2",
+        serialized,
+        names,
+        s(*[k for k, _ in sparse]),
+        s(*[d[0] for d in dense]),
+        s(*[r[0] for r in ragged]),
+        [d[3] for d in dense],
+        num_sparse=len(sparse),
+        sparse_types=[dt(t) for _, t in sparse],
+        ragged_value_types=[dt(r[1]) for r in ragged],
+        ragged_split_types=[dt(r[2]) for r in ragged],
+        dense_shapes=[list(d[2]) for d in dense],
+    )
+
+
+_E1 = ex(age=31.5, ids=[3, 1, 4], words=["a", "bc"], flag=1, vec=[1.0, 2.0, 3.0])
+_E2 = ex(age=20.0, ids=[9], words=[], flag=0, vec=[4.0, 5.0, 6.0])
+_E3 = ex(vec=[7.0, 8.0, 9.0])
+_STD = [
+    ("age", "float", [], default("float", -1.0)),
+    ("flag", "int64", [1], default("int64", [7])),
+    ("vec", "float", [3], required("float")),
+]
+parse_v2(batch(_E1, _E2, _E3), dense=_STD, sparse=[("ids", "int64"), ("words", "string")])
+parse_v2(batch(_E1, _E2, _E3), dense=_STD, ragged=[("ids", "int64", "int64"), ("words", "string", "int32")])
+parse_v2(s0(_E1), dense=_STD, sparse=[("ids", "int64")], ragged=[("words", "string", "int64")])
+parse_v2(batch(), dense=_STD, sparse=[("ids", "int64")])
+parse_v2(batch(_E1, _E3), dense=[("vec", "float", [3, 1], required("float"))])
+parse_v2(batch(_E1, _E2), dense=[("words", "string", [None], default("string", "pad"))])
+parse_v2(batch(_E1, _E2, _E3), dense=[("ids", "int64", [None], required("int64"))])
+parse_v2(batch(_E1, _E3), dense=[("vec", "float", [None, 3], default("float", 0.5))])
+parse_v2(batch(_E1, _E2), dense=[("words", "string", [2], default("string", ["x", "y"]))])
+parse_v2(batch(ex(s="only")), dense=[("s", "string", [], default("string", "d"))], sparse=[("s", "string")])
+# Encodings TF's fast parser must accept: unpacked numbers, empty Feature, duplicate keys.
+parse_v2(
+    batch(example_entries([("f", feature([1.0, 2.0], packed=False)), ("i", feature([5, 6], packed=False))])),
+    dense=[("f", "float", [2], required("float"))],
+    sparse=[("i", "int64")],
+)
+parse_v2(batch(example_entries([("i", feature([], kind="none"))])), sparse=[("i", "int64")])
+parse_v2(batch(example_entries([("i", feature([], kind="none"))])), dense=[("i", "int64", [None], required("int64"))])
+parse_v2(batch(example_entries([("i", feature([], kind="none"))])), ragged=[("i", "float", "int64")])
+parse_v2(batch(example_entries([("i", feature([1])), ("i", feature([2, 3]))])), sparse=[("i", "int64")])
+parse_v2(batch(b""), dense=[("a", "float", [], default("float", 2.0))], sparse=[("b", "string")])
+parse_v2(batch(ex(a=1.0), ex(a=2.0)), dense=[("a", "float", [], required("float"))], names=s("n0", "n1"))
+# TF's errors.
+parse_v2(batch(ex(a=[1.0, 2.0, 3.0])), dense=[("a", "float", [2], required("float"))])
+parse_v2(batch(ex(a=1.0)), dense=[("a", "int64", [1], required("int64"))])
+parse_v2(batch(ex(b=1.0)), dense=[("a", "int64", [1], required("int64"))])
+parse_v2(batch(ex(b=1.0), ex(c=2)), dense=[("a", "string", [], required("string"))], names=s("first", "second"))
+parse_v2(batch(b"garbage"), dense=[("a", "float", [], default("float", 0.0))])
+parse_v2(batch(ex(a=1.0)), sparse=[("a", "int64")])
+parse_v2(batch(ex(a="x")), ragged=[("a", "float", "int64")])
+parse_v2(batch(ex(a=[1, 2, 3])), dense=[("a", "int64", [None, 2], required("int64"))])
+parse_v2(batch(ex(a=["x", "y"])), dense=[("a", "string", [1], required("string"))])
+parse_v2(batch(_E1, _E2, b"\x0a\x05\x0a\x03\x0a\x01"), sparse=[("ids", "int64")])
+
+rec(
+    "ParseExample",
+    batch(_E1, _E2, _E3),
+    NO_NAMES,
+    [s0("ids"), s0("words")],
+    [s0("age"), s0("vec")],
+    [default("float", -1.0), required("float")],
+    sparse_types=[dt("int64"), dt("string")],
+    dense_shapes=[[], [3]],
+)
+rec(
+    "ParseExample",
+    batch(_E1, ex(x=1)),
+    s("a", "b"),
+    [],
+    [s0("vec")],
+    [required("float")],
+    sparse_types=[],
+    dense_shapes=[[3]],
+)
+rec(
+    "ParseSingleExample",
+    s0(_E1),
+    [default("float", -1.0), default("int64", [0, 0])],
+    num_sparse=2,
+    sparse_keys=["ids", "words"],
+    dense_keys=["age", "missing"],
+    sparse_types=[dt("int64"), dt("string")],
+    dense_shapes=[[], [2]],
+)
+rec(
+    "ParseSingleExample",
+    s0(_E3),
+    [required("float")],
+    num_sparse=0,
+    sparse_keys=[],
+    dense_keys=["age"],
+    sparse_types=[],
+    dense_shapes=[[]],
+)
+
+rec("DecodeRaw", s(b"\x01\x00\x02\x00", b"\xff\xff\x00\x80"), out_type=dt("int16"))
+rec("DecodeRaw", s(b"\x01\x00\x02\x00", b"\xff\xff\x00\x80"), out_type=dt("int16"), little_endian=False)
+rec("DecodeRaw", s(struct.pack("<2f", 1.5, -2.0)), out_type=dt("float"))
+rec("DecodeRaw", s0(b"abc"), out_type=dt("uint8"))
+rec("DecodeRaw", s(b"ab", b"abc"), out_type=dt("uint8"))
+rec("DecodeRaw", s(b"abc"), out_type=dt("int32"))
+rec("StringToNumber", s("1.5", "-2", " 3e2", "inf", "nan", "1e40"))
+rec("StringToNumber", s("12", "-7", "+4"), out_type=dt("int32"))
+rec("StringToNumber", s("9223372036854775807", "-1"), out_type=dt("int64"))
+rec("StringToNumber", s("1.5"), out_type=dt("int32"))
+rec("StringToNumber", s("abc"))
+rec("StringToNumber", s("3000000000"), out_type=dt("int32"))
+rec("StringToNumber", s("0x1A", "1.0"), out_type=dt("double"))
+
+
+# --------------------------------------------------------------------------------- strings
+
+_WORDS = s("hello", "", "TensorFlow", "ünïcödé", "a b\tc", "\xff\xfe".encode("latin-1"), "x" * 40)
+rec("StringToHashBucketFast", _WORDS, num_buckets=1000)
+rec("StringToHashBucketFast", s("a", "b", "c").reshape(3, 1), num_buckets=2**62)
+rec("StringToHashBucketFast", s0("scalar"), num_buckets=7)
+rec("StringToHashBucketFast", s("x"), num_buckets=0)
+rec("StringToHashBucket", _WORDS, num_buckets=1000)
+rec("StringToHashBucket", s("abcdefgh", "abcdefghi", "abcdefghijklmnopq"), num_buckets=2**62)
+rec("StringToHashBucketStrong", _WORDS, num_buckets=1000, key=[1, 2])
+rec("StringToHashBucketStrong", s("abcdefgh", "abcdefghijklmno", ""), num_buckets=2**62, key=[2**63 - 1, 12345])
+
+_FLOATS = f32([0.0, -1.5, 3.14159265, 1e10, 1e-7, -0.0, 123456.789])
+rec("AsString", _FLOATS)
+rec("AsString", _FLOATS, precision=2)
+rec("AsString", _FLOATS, scientific=True)
+rec("AsString", _FLOATS, shortest=True)
+rec("AsString", _FLOATS, shortest=True, precision=3)
+rec("AsString", _FLOATS, width=12, fill="0", precision=1)
+rec("AsString", _FLOATS, width=12)
+rec("AsString", np.asarray([1e300, -2.5, 0.1], np.float64), precision=20)
+rec("AsString", f32([np.inf, -np.inf, np.nan]))
+rec("AsString", i64([0, -5, 2**40]))
+rec("AsString", i32([[1, -22], [333, 0]]), width=5)
+rec("AsString", i32([1, -22]), width=5, fill="-")
+rec("AsString", i32([1, -22]), width=5, fill="+")
+rec("AsString", np.asarray([True, False]))
+rec("AsString", np.asarray([1.5 + 2j], np.complex64))
+rec("AsString", i32([1]), precision=2)
+rec("AsString", f32([1.0]), scientific=True, shortest=True)
+rec("AsString", f32([1.0]), width=3, fill="ab")
+rec("AsString", f32([1.0]), width=3, fill="x")
+rec("AsString", np.asarray([7], np.int8))
+
+rec("StringJoin", [s("a", "b"), s("c", "d")])
+rec("StringJoin", [s("a", "b"), s0("-"), s("c", "d")], separator="/")
+rec("StringJoin", [s0("x"), s0("y")], separator=", ")
+rec("StringJoin", [s("a", "b"), s("c", "d", "e")])
+rec("ReduceJoin", s("a", "b", "c", "d").reshape(2, 2), i32(1))
+rec("ReduceJoin", s("a", "b", "c", "d").reshape(2, 2), i32(0), separator="-")
+rec("ReduceJoin", s("a", "b", "c", "d").reshape(2, 2), i32([0, 1]), separator="+")
+rec("ReduceJoin", s("a", "b", "c", "d").reshape(2, 2), i32(-1), keep_dims=True)
+rec("ReduceJoin", s("a", "b", "c", "d", "e", "f").reshape(1, 2, 3), i32([2, 0]), separator=".")
+rec("ReduceJoin", s("a", "b"), i32([]))
+rec("ReduceJoin", s("a", "b"), i32(3))
+rec("ReduceJoin", np.zeros((0, 2), object), i32(0))
+
+_SENTENCES = s("hello world", "  leading and  double  spaces ", "", "one", "a,b,,c", "tab\tsep\nnl")
+rec("StringSplit", _SENTENCES, s0(" "))
+rec("StringSplit", _SENTENCES, s0(" "), skip_empty=False)
+rec("StringSplit", _SENTENCES, s0(", "))
+rec("StringSplit", s("abc", "de"), s0(""))
+rec("StringSplitV2", _SENTENCES, s0(""))
+rec("StringSplitV2", _SENTENCES, s0(" "))
+rec("StringSplitV2", _SENTENCES, s0(","))
+rec("StringSplitV2", _SENTENCES, s0(""), maxsplit=1)
+rec("StringSplitV2", _SENTENCES, s0(" "), maxsplit=2)
+rec("StringSplitV2", s("a<>b<>c", "<>"), s0("<>"))
+rec("StringSplitV2", s("a b"), s("x", "y"))
+
+rec("StringStrip", s("  a b  ", "\t\nx\r\x0b\x0c", "", "none"))
+rec("StringLower", s("HeLLo", "ÀÉÎ", "123 ABC"))
+rec("StringLower", s("HeLLo", "ÀÉÎ", "ΣΑΣ"), encoding="utf-8")
+rec("StringUpper", s("HeLLo", "àéî", "straße"))
+rec("StringUpper", s("HeLLo", "àéî"), encoding="utf-8")
+rec("StringLength", s("abc", "", "ünï", "\xff".encode("latin-1")))
+rec("StringLength", s("abc", "", "ünï", "日本語"), unit="UTF8_CHAR")
+rec("StringLength", s("x").reshape(1, 1))
+
+rec("Substr", s("hello", "world"), i32([1, 2]), i32([3, 10]))
+rec("Substr", s("hello", "world"), i32(-3), i32(2))
+rec("Substr", s("hello"), i32(5), i32(1))
+rec("Substr", s("hello"), i32(6), i32(1))
+rec("Substr", s("hello"), i32(-6), i32(1))
+rec("Substr", s("héllo wörld", "日本語テキスト"), i32(1), i32(4), unit="UTF8_CHAR")
+rec("Substr", s("héllo"), i32(-2), i32(5), unit="UTF8_CHAR")
+rec("Substr", s("ab", "cd", "ef", "gh").reshape(2, 2), i32([0, 1]), i32([1, 1]))
+rec("Substr", s0("scalar"), i32(2), i32(-1))
+
+_TEXT = s("Hello, World!", "  The quick brown fox.  ", "a$b", "line1\nline2\n", "ÀBC déf", "")
+rec("StaticRegexReplace", _TEXT, pattern="[!\"#$%&()\\*\\+,-\\./:;<=>?@\\[\\\\\\]^_`{|}~\\']", rewrite="")
+rec("StaticRegexReplace", _TEXT, pattern="o", rewrite="0", replace_global=False)
+rec("StaticRegexReplace", _TEXT, pattern="(\\w+) (\\w+)", rewrite="\\2 \\1")
+rec("StaticRegexReplace", _TEXT, pattern="\\s+", rewrite=" ")
+rec("StaticRegexReplace", _TEXT, pattern="^\\s+|\\s+$", rewrite="")
+rec("StaticRegexReplace", _TEXT, pattern="$", rewrite="<END>")
+rec("StaticRegexReplace", _TEXT, pattern="[[:upper:]]", rewrite="_")
+rec("StaticRegexReplace", _TEXT, pattern="é|À", rewrite="?")
+rec("StaticRegexReplace", _TEXT, pattern=".", rewrite="\\0\\0", replace_global=False)
+rec("StaticRegexReplace", _TEXT, pattern="l", rewrite="\\\\")
+rec("RegexReplace", _TEXT, s0("[aeiou]"), s0("*"))
+rec("RegexReplace", _TEXT, s0("(o)"), s0("[\\1]"), replace_global=False)
+rec("RegexReplace", _TEXT, s0("("), s0("x"))
+rec("StaticRegexFullMatch", _TEXT, pattern=".*o.*")
+rec("StaticRegexFullMatch", _TEXT, pattern="[A-Za-z, !]+")
+rec("StaticRegexFullMatch", s("line1\n", "line1"), pattern="line1$")
+rec("StaticRegexFullMatch", s("éa", "ea"), pattern=".a")
+rec("RegexFullMatch", _TEXT, s0("\\S*"))
+rec("RegexFullMatch", s("abc", "ABC", "a1"), s0("[a-z]+|[A-Z]+"))
+
+_UNICODE = s("héllo", "日本", "", b"ab\xffc", b"\xe6\x97", "a\x01b", "😀x")
+rec("UnicodeDecode", _UNICODE, input_encoding="UTF-8")
+rec("UnicodeDecode", _UNICODE, input_encoding="UTF-8", errors="ignore")
+rec("UnicodeDecode", _UNICODE, input_encoding="UTF-8", replacement_char=63, replace_control_characters=True)
+rec("UnicodeDecode", _UNICODE, input_encoding="UTF-8", errors="strict")
+rec("UnicodeDecode", s("ab", "c").reshape(2, 1), input_encoding="UTF-8", Tsplits=dt("int32"))
+rec("UnicodeDecodeWithOffsets", _UNICODE, input_encoding="UTF-8")
+rec("UnicodeDecode", s(b"\x00a\xd8\x3d\xde\x00"), input_encoding="UTF-16-BE")
+
+rec("EncodeBase64", s("hello", "", "a", "ab", "\xff\xfe\xfd".encode("latin-1")))
+rec("EncodeBase64", s("hello", "", "a", "ab"), pad=True)
+rec("DecodeBase64", s("aGVsbG8", "", "YQ", "YWI=", "__79"))
+rec("DecodeBase64", s("a"))
+rec("DecodeBase64", s("ab+c"))

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from runtime import errors
+from runtime import errors, frames
 from runtime.attrs import FuncAttr
 from runtime.graph import Operation, Tensor
 from runtime.kernels import lookup
@@ -86,12 +86,16 @@ def _deref(value):
     return read() if read is not None else value
 
 
+class CycleError(errors.UnimplementedError):
+    """A cycle among the ops of one frame: a TF1 while loop's back edge, or an invalid graph."""
+
+
 def _cycle(op: Operation) -> errors.OpError:
-    return errors.UnimplementedError(
+    return CycleError(
         None,
         None,
-        f"Graph has a cycle through node '{op.name}' ({op.type}); TF1 while loops are not "
-        "supported by this runtime yet",
+        f"Graph has a cycle through node '{op.name}' ({op.type}) that no while loop frame "
+        "(Enter ... NextIteration ... Exit) explains",
     )
 
 
@@ -204,14 +208,20 @@ def _resolve_all(order: list[Operation], resources, functions) -> list[_Kernel]:
 class _StepBuilder:
     """Assigns value slots and turns ordered (op, kernel) pairs into raw steps."""
 
-    def __init__(self, feeds: Sequence[Tensor], wanted: set[Tensor], controlled: set[Operation]):
+    def __init__(
+        self,
+        feeds: Sequence[Tensor],
+        wanted: set[Tensor],
+        controlled: set[Operation],
+        ref_feeds: frozenset[Tensor] = frozenset(),
+    ):
         self.slot_of: dict[Tensor, int] = {t: i + 1 for i, t in enumerate(feeds)}
         self.num_slots = len(feeds) + 1
         self.fed = set(feeds)
         self.wanted = wanted
         self.controlled = controlled
         self.control_slot: dict[Operation, int] = {}
-        self.ref_out: dict[Tensor, bool] = {}
+        self.ref_out: dict[Tensor, bool] = dict.fromkeys(ref_feeds, True)
         self.raw_steps: list[list] = []
 
     def new_slot(self) -> int:
@@ -251,7 +261,8 @@ class _StepBuilder:
             self.ref_out[tensor] = index < len(refs) and refs[index]
         if op in self.controlled:
             self.control_slot[op] = self.new_slot()
-        dead_inputs = inputs + tuple(self.control_slot[c] for c in op.control_inputs)
+        # A control input from outside this frame has no slot here: its frame's step orders it.
+        dead_inputs = inputs + tuple(self.control_slot[c] for c in op.control_inputs if c in self.control_slot)
         outputs = tuple(out_slots) if multi else (out_slots[0] if out_slots else _SCRATCH)
         call = _grouped(kernel.call, signature, op)
         ctrl = self.control_slot.get(op, _SCRATCH)
@@ -265,8 +276,17 @@ def build_plan(
     resources=None,
     functions=None,
 ) -> Plan:
-    """A Plan computing ``fetches`` and running ``targets`` with ``feeds`` given (in order)."""
-    order = _needed_ops(set(feeds), fetches, targets)
+    """A Plan computing ``fetches`` and running ``targets`` with ``feeds`` given (in order).
+
+    Where the needed ops hold TF1 while loops, ``runtime/frames.py`` builds the plan: each loop
+    frame becomes one step running a plan of its own body per iteration.
+    """
+    try:
+        order = _needed_ops(set(feeds), fetches, targets)
+    except CycleError:
+        order = None
+    if order is None or frames.has_frames(order):
+        return frames.build_frame_plan(feeds, fetches, targets, resources, functions)
     kernels = _resolve_all(order, resources, functions)
     wanted = set(fetches).union(*(op.inputs for op in order))
     controlled = {c for op in order for c in op.control_inputs}

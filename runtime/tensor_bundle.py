@@ -324,13 +324,24 @@ class BundleReader:
             )
         count = int(np.prod(dims, dtype=object)) if dims else 1
         itemsize = dtypes.itemsize(entry.dtype) or 1
+        # The slices' bytes must back the whole tensor before we allocate it: each slice inside its
+        # shard, and (slices may overlap) no more in total than the shards they use hold.
         stored = 0
+        shard_bytes = {}
         for extent in entry.slices:
             key = encode_tensor_name_slice(name, _extents(extent))
-            raw = self._entries.get(key)
-            if raw is not None:
-                stored += self._entry(key, name).size
-        if count * itemsize > stored:  # the slices' bytes must back the whole tensor before we allocate it
+            if key not in self._entries:
+                continue
+            part = self._entry(key, name)
+            data, path = self._shard(part.shard_id, name)
+            if part.offset + part.size > len(data):
+                raise self._loss(
+                    name, f"a slice's bytes lie beyond the end of the shard ({len(data)} bytes)", path
+                )
+            stored += part.size
+            shard_bytes[part.shard_id] = len(data)
+        stored = min(stored, sum(shard_bytes.values()))
+        if count * itemsize > stored:
             raise self._loss(name, f"its slices hold {stored} bytes, too few for shape {dims}")
         out = np.empty(dims, dtype=dtypes.as_numpy_dtype(entry.dtype))
         for extent in entry.slices:
@@ -354,7 +365,12 @@ def _map_file(path: str, name: str) -> memoryview:
             size = os.fstat(f.fileno()).st_size
             if size == 0:
                 return memoryview(b"")
-            return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+            populate = getattr(mmap, "MAP_POPULATE", 0)
+            if populate:  # one syscall maps every page: a restore reads them all, faulting them in is slower
+                mapped = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
+            else:
+                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            return memoryview(mapped).toreadonly()  # numpy views of it are read-only too
     except OSError as e:
         raise errors.DataLossError(
             None, None, f"Cannot read data file {path} for tensor '{name}': {e.strerror or e}"

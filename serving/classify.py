@@ -12,7 +12,7 @@ import numpy as np
 
 from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from apis.tensorflow_serving.apis import classification_pb2
-from runtime import errors
+from runtime import dtypes, errors
 from serving import signatures, tensor_codec
 
 
@@ -49,7 +49,10 @@ def run_classify(
     )
     input_name, output_names = pre_process(signature, method_name_check=method_name_check)
     examples = signatures.serialized_examples(request.input)
-    outputs = servable.bundle.session.run(output_names, {input_name: examples}, options=run_options)
+    signatures.check_feed_dtypes([(_input_dtype(signature), dtypes.DT_STRING)])
+    outputs = signatures.run_session(
+        servable.bundle.session, output_names, {input_name: examples}, run_options
+    )
     post_process(signature, len(examples), output_names, outputs, response.result)
     return response
 
@@ -185,3 +188,7 @@ def _check_method_name(signature: meta_graph_pb2.SignatureDef) -> None:
             "Expected classification signature method_name to be "
             f"{signatures.CLASSIFY_METHOD_NAME}. Was: {signature.method_name}",
         )
+
+
+def _input_dtype(signature: meta_graph_pb2.SignatureDef) -> int:
+    return signature.inputs[signatures.CLASSIFY_INPUTS].dtype

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from apis.tensorflow.core.protobuf import config_pb2
 from apis.tensorflow_serving.apis import inference_pb2, model_pb2
-from runtime import errors
+from runtime import dtypes, errors
 from serving import classify, regress, signatures
 
 
@@ -35,14 +35,15 @@ def run_multi_inference(
 ) -> inference_pb2.MultiInferenceResponse:
     """TF Serving's ``TensorFlowMultiInferenceRunner::Infer`` on a pinned servable."""
     defs = signatures.signature_defs(servable)
-    input_names: set[str] = set()
+    input_names: dict[str, int] = {}  # input tensor name -> its TensorInfo dtype
     output_names: set[str] = set()
     _check_tasks(request, defs, input_names, output_names, method_name_check)
 
     fetches = sorted(output_names)
     examples = signatures.serialized_examples(request.input)
     feeds = {name: examples for name in sorted(input_names)}
-    outputs = servable.bundle.session.run(fetches, feeds, options=run_options)
+    signatures.check_feed_dtypes([(input_names[name], dtypes.DT_STRING) for name in feeds])
+    outputs = signatures.run_session(servable.bundle.session, fetches, feeds, run_options)
 
     response = inference_pb2.MultiInferenceResponse()
     for task in request.tasks:
@@ -68,7 +69,7 @@ def run_multi_inference(
 
 
 def _check_tasks(
-    request, defs, input_names: set[str], output_names: set[str], method_name_check: bool
+    request, defs, input_names: dict[str, int], output_names: set[str], method_name_check: bool
 ) -> None:
     model_name = ""
     seen: set[str] = set()
@@ -100,5 +101,5 @@ def _check_tasks(
             raise errors.UnimplementedError(
                 None, None, f"Unsupported signature method_name: {task.method_name}"
             )
-        input_names.add(input_name)
+        input_names[input_name] = signature.inputs[signatures.CLASSIFY_INPUTS].dtype
         output_names.update(names)

@@ -13,7 +13,7 @@ import numpy as np
 
 from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from apis.tensorflow_serving.apis import predict_pb2
-from runtime import dtypes, errors
+from runtime import errors
 from serving import signatures, tensor_codec
 
 
@@ -48,7 +48,7 @@ def run_predict(
     signatures.set_model_spec(response.model_spec, request.model_spec.name, name, servable.version)
 
     feeds, fetches, aliases = pre_process(signature, request, method_name_check=method_name_check)
-    outputs = servable.bundle.session.run(fetches, feeds, options=run_options)
+    outputs = signatures.run_session(servable.bundle.session, fetches, feeds, run_options)
     post_process(signature, aliases, outputs, response, as_tensor_content=as_tensor_content)
     return response
 
@@ -149,14 +149,9 @@ def _input_values(signature: meta_graph_pb2.SignatureDef, request) -> dict[str, 
             f"Inputs contains invalid name. Used request inputs: {_join(seen)}, "
             f"request input: {_join(request.inputs)}",
         )
-    for index, (alias, fed) in enumerate(zip(aliases, fed_dtypes, strict=True)):
-        expected = signature.inputs[alias].dtype
-        if expected != dtypes.DT_INVALID and dtypes.base_dtype(expected) != fed:
-            raise errors.InvalidArgumentError(
-                None,
-                None,
-                f"Expects arg[{index}] to be {dtypes.name(expected)} but {dtypes.name(fed)} is provided",
-            )
+    signatures.check_feed_dtypes(
+        [(signature.inputs[alias].dtype, fed) for alias, fed in zip(aliases, fed_dtypes, strict=True)]
+    )
     return feeds
 
 

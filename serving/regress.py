@@ -11,7 +11,7 @@ import numpy as np
 
 from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from apis.tensorflow_serving.apis import regression_pb2
-from runtime import errors
+from runtime import dtypes, errors
 from serving import signatures, tensor_codec
 
 
@@ -48,7 +48,10 @@ def run_regress(
     )
     input_name, output_names = pre_process(signature, method_name_check=method_name_check)
     examples = signatures.serialized_examples(request.input)
-    outputs = servable.bundle.session.run(output_names, {input_name: examples}, options=run_options)
+    signatures.check_feed_dtypes([(_input_dtype(signature), dtypes.DT_STRING)])
+    outputs = signatures.run_session(
+        servable.bundle.session, output_names, {input_name: examples}, run_options
+    )
     post_process(signature, len(examples), output_names, outputs, response.result)
     return response
 
@@ -156,3 +159,7 @@ def _check_method_name(signature: meta_graph_pb2.SignatureDef) -> None:
             "Expected regression signature method_name to be "
             f"{signatures.REGRESS_METHOD_NAME}. Was: {signature.method_name}",
         )
+
+
+def _input_dtype(signature: meta_graph_pb2.SignatureDef) -> int:
+    return signature.inputs[signatures.REGRESS_INPUTS].dtype

@@ -7,6 +7,7 @@ Names and texts are TensorFlow's (``signature_constants``) and TF Serving's (``u
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 
 import numpy as np
@@ -15,7 +16,9 @@ from google.protobuf import text_format
 from apis.tensorflow.core.framework import types_pb2
 from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from apis.tensorflow_serving.apis import input_pb2, model_pb2
-from runtime import errors
+from runtime import dtypes, errors
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_SERVING_SIGNATURE_DEF_KEY = "serving_default"
 
@@ -127,3 +130,26 @@ def serialized_examples(input_: input_pb2.Input) -> np.ndarray:
     out = np.empty(len(examples), object)
     out[:] = [prefix + example.SerializeToString() for example in examples]
     return out
+
+
+def check_feed_dtypes(expected_and_fed: list[tuple[int, int]]) -> None:
+    """The dtype check TF's Session makes on feeds, with its text: "Expects arg[i] to be float but
+    int32 is provided" (INVALID_ARGUMENT). ``expected_and_fed`` is in feed order; an expected
+    DT_INVALID (no dtype in the TensorInfo) is not checked."""
+    for index, (expected, fed) in enumerate(expected_and_fed):
+        if expected != dtypes.DT_INVALID and dtypes.base_dtype(expected) != fed:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Expects arg[{index}] to be {dtypes.name(expected)} but {dtypes.name(fed)} is provided",
+            )
+
+
+def run_session(session, fetches: list[str], feeds: dict, options: config_pb2.RunOptions | None):
+    """``session.run`` for a request: a ValueError or TypeError raised while feeding (say, a feed
+    shape the graph cannot take) is the request's fault, so it is INVALID_ARGUMENT, not INTERNAL."""
+    try:
+        return session.run(fetches, feeds, options=options)
+    except (ValueError, TypeError) as e:
+        logger.debug("Session.run refused the request's feeds: %s", e)
+        raise errors.InvalidArgumentError(None, None, str(e)) from e

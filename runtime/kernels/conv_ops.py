@@ -11,6 +11,8 @@ smaller half first; AvgPool's SAME windows average valid elements only; max pool
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from runtime import dtypes
@@ -192,6 +194,40 @@ def depthwise_conv2d_native(
     return _channels_back(out(result, input.dtype), data_format)
 
 
+def _conv_backprop_input(
+    sizes, filt, out_backprop, strides, padding, explicit_paddings, data_format, dilations, n
+):
+    """The gradient of an n-D convolution with respect to its input (a transposed convolution)."""
+    if len(sizes) != n + 2:
+        raise invalid(f"input_sizes must be a {n + 2}-element vector, got {len(sizes)} elements")
+    in_shape = sizes if not data_format.startswith("NC") else [sizes[0], *sizes[2:], sizes[1]]
+    _, _, stride_s = _spatial(strides, data_format, n, "stride")
+    _, _, dil_s = _spatial(dilations, data_format, n, "dilation")
+    k_sizes, c, oc = filt.shape[:n], filt.shape[n], filt.shape[n + 1]
+    pads, outs = _pads(
+        in_shape[1:-1], k_sizes, stride_s, dil_s, padding, _explicit(explicit_paddings, data_format, n)
+    )
+    dy = _channels_last(out_backprop, data_format)
+    if list(dy.shape[1:-1]) != outs or dy.shape[-1] != oc:
+        d = next((i for i in range(n) if dy.shape[1 + i] != outs[i]), 0)
+        raise invalid(
+            f"Conv{n}DCustomBackpropInput: Size of out_backprop doesn't match computed: actual = "
+            f"{dy.shape[1 + d]}, computed = {outs[d]} spatial_dim: {d + 1} input: {in_shape[1 + d]} filter: "
+            f"{k_sizes[d]} output: {dy.shape[1 + d]} stride: {stride_s[d]} dilation: {dil_s[d]}"
+        )
+    acc = _accumulate_dtype(out_backprop.dtype)
+    cols = np.tensordot(dy.astype(acc, copy=False), filt.astype(acc, copy=False), axes=([n + 1], [n + 1]))
+    padded = np.zeros((in_shape[0], *(s + sum(p) for s, p in zip(in_shape[1:-1], pads)), c), acc)
+    # Scatter each kernel tap's contribution: a loop over kernel taps, never over elements.
+    for tap in itertools.product(*(range(k) for k in k_sizes)):
+        window = tuple(
+            slice(t * r, t * r + (o - 1) * st + 1, st) for t, r, o, st in zip(tap, dil_s, outs, stride_s)
+        )
+        padded[(slice(None), *window)] += cols[(slice(None),) * (n + 1) + tap]
+    crop = tuple(slice(p[0], p[0] + s) for p, s in zip(pads, in_shape[1:-1]))
+    return _channels_back(out(padded[(slice(None), *crop)], out_backprop.dtype), data_format)
+
+
 @kernel("Conv2DBackpropInput", const_inputs=(0,))
 def conv2d_backprop_input(
     input_sizes,
@@ -206,38 +242,24 @@ def conv2d_backprop_input(
     use_cudnn_on_gpu=True,
 ):
     sizes = [int(v) for v in np.asarray(input_sizes).reshape(-1)]
-    if len(sizes) != 4:
-        raise invalid(f"Conv2DBackpropInput: input_sizes input must be 1-dim, not {len(sizes)}")
-    in_shape = sizes if not data_format.startswith("NC") else [sizes[0], sizes[2], sizes[3], sizes[1]]
-    _, _, stride_s = _spatial(strides, data_format, 2, "stride")
-    _, _, dil_s = _spatial(dilations, data_format, 2, "dilation")
-    kh, kw, c, oc = filter.shape
-    pads, outs = _pads(
-        in_shape[1:3], (kh, kw), stride_s, dil_s, padding, _explicit(explicit_paddings, data_format, 2)
+    return _conv_backprop_input(
+        sizes, filter, out_backprop, strides, padding, explicit_paddings, data_format, dilations, 2
     )
-    dy = _channels_last(out_backprop, data_format)
-    if list(dy.shape[1:3]) != outs or dy.shape[-1] != oc:
-        raise invalid(
-            f"Conv2DCustomBackpropInput: Size of out_backprop doesn't match computed: actual = "
-            f"{dy.shape[1]}, computed = {outs[0]} spatial_dim: 1 input: {in_shape[1]} filter: {kh} output: "
-            f"{dy.shape[1]} stride: {stride_s[0]} dilation: {dil_s[0]}"
-        )
-    acc = _accumulate_dtype(out_backprop.dtype)
-    cols = np.tensordot(dy.astype(acc, copy=False), filter.astype(acc, copy=False), axes=([3], [3]))
-    n = in_shape[0]
-    padded = np.zeros((n, in_shape[1] + sum(pads[0]), in_shape[2] + sum(pads[1]), c), acc)
-    # Scatter each kernel tap's contribution: a loop over kernel taps, never over elements.
-    oh, ow = outs
-    for i in range(kh):
-        for j in range(kw):
-            hi, wj = i * dil_s[0], j * dil_s[1]
-            padded[
-                :,
-                hi : hi + (oh - 1) * stride_s[0] + 1 : stride_s[0],
-                wj : wj + (ow - 1) * stride_s[1] + 1 : stride_s[1],
-            ] += cols[:, :, :, i, j, :]
-    result = padded[:, pads[0][0] : pads[0][0] + in_shape[1], pads[1][0] : pads[1][0] + in_shape[2]]
-    return _channels_back(out(result, out_backprop.dtype), data_format)
+
+
+@kernel("Conv3DBackpropInputV2", const_inputs=(0,))
+def conv3d_backprop_input_v2(
+    input_sizes,
+    filter,  # noqa: A002
+    out_backprop,
+    *,
+    strides,
+    padding,
+    data_format="NDHWC",
+    dilations=(1, 1, 1, 1, 1),
+):
+    sizes = [int(v) for v in np.asarray(input_sizes).reshape(-1)]
+    return _conv_backprop_input(sizes, filter, out_backprop, strides, padding, (), data_format, dilations, 3)
 
 
 # --------------------------------------------------------------------------- pooling

@@ -2,7 +2,8 @@
 
 A SavedModel restores its variables by running the saver's ``restore_op_name`` with the variables
 prefix fed to ``filename_tensor_name``; that graph is ``RestoreV2`` followed by ``Assign`` /
-``AssignVariableOp``. Writing checkpoints (``SaveV2``, ``MergeV2Checkpoints``) and the V1 format
+``AssignVariableOp``. ``ReadFile`` is how TF1 init ops read their assets. Writing checkpoints
+(``SaveV2``, ``MergeV2Checkpoints``), writing files (``WriteFile``) and the V1 checkpoint format
 (``Restore``, ``RestoreSlice``) are never needed to serve, so they fail with UnimplementedError.
 """
 

@@ -276,3 +276,38 @@ def matrix_solve(matrix, rhs, *, adjoint=False):
         return out(np.linalg.solve(m, rhs), rhs.dtype)
     except np.linalg.LinAlgError:
         raise invalid("Input matrix is not invertible.") from None
+
+
+# --------------------------------------------------------------------------- decompositions
+# QR matches TF's (both Householder, same sign choice). Singular values and eigenvalues match; the
+# signs of singular and eigen vectors are LAPACK's, which may differ from Eigen's.
+
+
+@kernel("Qr")
+def qr(input, *, full_matrices=False):  # noqa: A002
+    if input.ndim < 2:
+        raise invalid(f"Input tensor 0 must have rank >= 2, got {input.ndim}")
+    q, r = np.linalg.qr(input, mode="complete" if full_matrices else "reduced")
+    return out(q, input.dtype), out(r, input.dtype)
+
+
+@kernel("Svd")
+def svd(input, *, compute_uv=True, full_matrices=False):  # noqa: A002
+    if input.ndim < 2:
+        raise invalid(f"Input tensor 0 must have rank >= 2, got {input.ndim}")
+    if not compute_uv:
+        s = np.linalg.svd(input, compute_uv=False)
+        unused = np.zeros((), input.dtype)  # TF returns uninitialised scalars here
+        return out(s, input.dtype), unused, unused
+    u, s, vh = np.linalg.svd(input, full_matrices=full_matrices)
+    v = np.conj(np.swapaxes(vh, -1, -2))
+    return out(s, input.dtype), out(u, input.dtype), out(v, input.dtype)
+
+
+@kernel("SelfAdjointEigV2")
+def self_adjoint_eig_v2(input, *, compute_v=True):  # noqa: A002
+    _square(input, "SelfAdjointEigV2")
+    if not compute_v:
+        return out(np.linalg.eigvalsh(input), input.dtype), np.zeros((), input.dtype)
+    e, v = np.linalg.eigh(input)
+    return out(e, input.dtype), out(v, input.dtype)

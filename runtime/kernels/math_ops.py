@@ -430,6 +430,10 @@ def cross(a, b):
 # graphs) reach them too.
 
 
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
 def _grad(fn):
     def compute(a, b):
         with np.errstate(all="ignore"):
@@ -448,6 +452,7 @@ for _op, _fn in {
     "ReluGrad": lambda g, f: np.where(f > 0, g, 0),
     "Relu6Grad": lambda g, f: np.where((f > 0) & (f < 6), g, 0),
     "EluGrad": lambda g, o: np.where(o < 0, g * (o + 1), g),
+    "SeluGrad": lambda g, o: np.where(o < 0, g * (o + _SELU_SCALE * _SELU_ALPHA), g * _SELU_SCALE),
     "SoftplusGrad": lambda g, f: g / (1 + np.exp(-f)),
     "SoftsignGrad": lambda g, f: g / np.square(1 + np.abs(f)),
 }.items():

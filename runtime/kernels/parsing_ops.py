@@ -29,12 +29,15 @@ def _dense_specs(keys: list[str], defaults: list, types: list[int], shapes: list
     for key, default, dtype, shape in zip(keys, defaults, types, shapes):
         shape = tuple(shape or ())
         spec = DenseSpec(key, dtype, shape, np.asarray(default))
-        if spec.variable_length and spec.default.size > 1:
+        if spec.variable_length and spec.default.size != 1:
+            d = len(specs)
+            dims = "[" + ",".join(str(n) for n in spec.default.shape) + "]"
+            shape_text = "[" + ",".join("?" if n is None else str(n) for n in shape) + "]"
             raise errors.InvalidArgumentError(
                 None,
                 None,
-                f"For key '{key}', dense_defaults must be a scalar or empty for variable length "
-                f"features, got shape {list(spec.default.shape)}",
+                f"dense_shape[{d}] is a variable length shape: {shape_text}, therefore def_value[{d}] must "
+                f"contain a single element (the padding element).  But its shape is: {dims}",
             )
         if not spec.variable_length and spec.default.size not in (0, spec.stride):
             raise errors.InvalidArgumentError(
@@ -160,7 +163,7 @@ def decode_raw(bytes_, *, out_type, little_endian=True):
             None,
             None,
             f"DecodeRaw requires input strings to all be the same size, but element {_first_other(flat)} "
-            f"has size {len(flat[_first_other(flat)])} != {len(flat[0])}",
+            f"has size {len(flat[0])} != {len(flat[_first_other(flat)])}",
         )
     if width % item:
         raise errors.InvalidArgumentError(
@@ -188,8 +191,9 @@ def string_to_number(string_tensor, *, out_type=dtypes.DT_FLOAT):
     numpy_dtype = dtypes.as_numpy_dtype(out_type)
     out = np.empty(strings.shape, dtype=numpy_dtype)
     flat = out.reshape(-1)
-    for i, raw in enumerate(strings.reshape(-1).tolist()):
-        flat[i] = _to_number(raw, out_type, numpy_dtype)
+    with np.errstate(over="ignore"):  # "1e40" as float is inf, as strtof makes it
+        for i, raw in enumerate(strings.reshape(-1).tolist()):
+            flat[i] = _to_number(raw, out_type, numpy_dtype)
     return out
 
 
@@ -206,6 +210,8 @@ def _to_number(raw: bytes, out_type: int, numpy_dtype):
         try:
             if not stripped or "_" in stripped:
                 raise ValueError
+            if lowered.lstrip("+-").startswith("0x"):
+                return float.fromhex(stripped)
             value = float(stripped)
         except ValueError:
             raise fail from None

@@ -14,7 +14,7 @@ import farmhash
 import numpy as np
 
 from runtime import dtypes, errors
-from runtime.hashing import fingerprint_cat64, siphash24
+from runtime.hashing import fingerprint_cat64
 from runtime.kernels.registry import kernel
 
 
@@ -47,17 +47,18 @@ def sparse_reshape(input_indices, input_shape, new_shape):
             if known == 0 and dense_size == 0:
                 target[unknown[0]] = 0
             else:
+                shown = np.where(target == -1, 1, target)
                 raise _invalid(
                     f"Input to reshape is a SparseTensor with {dense_size} dense values, but the requested "
-                    f"shape requires a multiple of {known}. inputShape={_list(shape)}, "
-                    f"outputShape={_list(target)}"
+                    f"shape requires a multiple of {known}. input_shape={_list(shape)} "
+                    f"output_shape={_list(shown)}"
                 )
         else:
             target[unknown[0]] = dense_size // known
     if int(np.prod(target)) != dense_size:
         raise _invalid(
             f"Input to reshape is a tensor with {dense_size} dense values, but the requested shape has "
-            f"{int(np.prod(target))}. inputShape={_list(shape)}, outputShape={_list(new_shape)}"
+            f"{int(np.prod(target))}. input_shape={_list(shape)} output_shape={_list(target)}"
         )
     if len(indices) == 0 or shape.size == 0:
         return np.zeros((len(indices), len(target)), np.int64), target
@@ -159,7 +160,7 @@ def _validate_sorted(indices: np.ndarray, shape: tuple) -> None:
             if index < previous:
                 raise _invalid(
                     f"indices[{n}] = {_list(index)} is out of order. Many sparse ops require sorted "
-                    "indices.\n    Use `tf.sparse.reorder` to create a correctly ordered copy.\n\n"
+                    "indices.\n    Use `tf.sparse.reorder` to create a correctly ordered copy."
                 )
         previous = index
 
@@ -321,10 +322,10 @@ def _as_text(value) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode()
 
 
-def _hash_crosser(num_buckets: int, hash_key: int, strong: bool = False, salt=(0, 0)):
+def _hash_crosser(num_buckets: int, hash_key: int):
     def feature_hash(value) -> int:
         if isinstance(value, bytes):
-            return siphash24(salt[0], salt[1], value) if strong else farmhash.fingerprint64(value)
+            return farmhash.fingerprint64(value)
         return int(value) & 0xFFFFFFFFFFFFFFFF
 
     def combine(combo) -> int:
@@ -336,11 +337,22 @@ def _hash_crosser(num_buckets: int, hash_key: int, strong: bool = False, salt=(0
     return combine
 
 
+def _check_internal_type(values, dense_inputs) -> None:
+    """A string cross takes string inputs only (``tf.sparse.cross`` casts ints to strings first)."""
+    for what, inputs in (("Input values", values), ("Dense inputs", dense_inputs)):
+        for value in inputs:
+            dtype = dtypes.from_numpy(np.asarray(value).dtype)
+            if dtype != dtypes.DT_STRING:
+                raise _invalid(f"{what} should be of internal type {dtypes.DT_STRING} but received {dtype}")
+
+
 @kernel("SparseCross")
 def sparse_cross(
     indices, values, shapes, dense_inputs, *, hashed_output, num_buckets, hash_key, out_type=None,
     internal_type=None
 ):  # fmt: skip
+    if internal_type == dtypes.DT_STRING:
+        _check_internal_type(values, dense_inputs)
     batch, columns = _cross_columns(indices, values, shapes, dense_inputs)
     if hashed_output:
         return _crossed_output(batch, columns, _hash_crosser(num_buckets, hash_key), np.int64)
@@ -352,14 +364,6 @@ def sparse_cross_v2(indices, values, shapes, dense_inputs, sep):
     batch, columns = _cross_columns(indices, values, shapes, dense_inputs)
     separator = np.asarray(sep, dtype=object).item()
     return _crossed_output(batch, columns, lambda combo: separator.join(_as_text(v) for v in combo), object)
-
-
-@kernel("SparseCrossHashed")
-def sparse_cross_hashed(indices, values, shapes, dense_inputs, num_buckets, strong_hash, salt):
-    batch, columns = _cross_columns(indices, values, shapes, dense_inputs)
-    salt = [int(s) & 0xFFFFFFFFFFFFFFFF for s in np.asarray(salt).reshape(-1)]
-    combine = _hash_crosser(int(np.asarray(num_buckets)), 0xDECAFCAFFE, bool(np.asarray(strong_hash)), salt)
-    return _crossed_output(batch, columns, combine, np.int64)
 
 
 # --------------------------------------------------------------------------------- ragged
@@ -443,7 +447,7 @@ def ragged_tensor_to_tensor(shape, values, default_value, row_partition_tensors,
     prefixes = _ragged_rows(splits)
     for position, prefix in enumerate(prefixes):
         if all(p < d for p, d in zip(prefix, out_shape)):
-            inner = values[position]
+            inner = np.asarray(values[position])
             target = out[prefix]
             if inner.ndim:
                 region = tuple(slice(0, min(a, b)) for a, b in zip(inner.shape, target.shape))

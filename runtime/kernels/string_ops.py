@@ -80,7 +80,7 @@ def as_string(input, *, precision=-1, scientific=False, shortest=False, width=-1
     dtype = T if T is not None else dtypes.from_numpy(array.dtype)
     is_float = dtype in _FLOATS or dtype in _COMPLEX
     if len(fill) > 1:
-        raise _invalid(f"Fill string must be one or fewer characters: {fill}")
+        raise _invalid("Fill string must be one or fewer characters")
     if scientific and shortest:
         raise _invalid("Cannot select both scientific and shortest notation")
     if precision > -1 and not is_float:
@@ -127,7 +127,9 @@ def reduce_join(inputs, reduction_indices, *, keep_dims=False, separator=""):
     normalized = []
     for axis in axes:
         if not -rank <= axis < rank:
-            raise _invalid(f"Invalid reduction dimension {axis} for input with {rank} dimensions.")
+            raise errors.OutOfRangeError(
+                None, None, f"Invalid reduction dimension {axis} for input with {rank} dimension(s)"
+            )
         a = axis % rank if rank else axis
         if a in normalized:
             raise _invalid(f"Duplicate reduction dimension {a}")
@@ -135,7 +137,7 @@ def reduce_join(inputs, reduction_indices, *, keep_dims=False, separator=""):
     if np.ndim(reduction_indices) == 0 and not axes:
         normalized = []
     kept = [d for d in range(rank) if d not in normalized]
-    reduced = sorted(normalized)
+    reduced = normalized[::-1]  # TF reduces one axis after another: the first named varies fastest
     moved = np.transpose(array, kept + reduced) if rank else array
     kept_shape = [array.shape[d] for d in kept]
     width = int(np.prod([array.shape[d] for d in reduced], dtype=np.int64))
@@ -177,6 +179,9 @@ def string_split(input, delimiter, *, skip_empty=True):
     delim = delim.item()
     pieces = []
     for row in rows:
+        if not row:
+            pieces.append([])
+            continue
         if not delim:
             pieces.append([row[i : i + 1] for i in range(len(row))])
             continue
@@ -202,7 +207,9 @@ def string_split_v2(input, sep, *, maxsplit=-1):
         raise _invalid(f"sep must be a scalar, got shape: {list(separator.shape)}")
     separator = separator.item()
     limit = maxsplit if maxsplit > 0 else -1
-    if separator:
+    if maxsplit == 0:
+        pieces = [[row] for row in rows]
+    elif separator:
         pieces = [row.split(separator, limit) for row in rows]
     else:
         pieces = [_split_whitespace(row, limit) for row in rows]
@@ -210,20 +217,22 @@ def string_split_v2(input, sep, *, maxsplit=-1):
 
 
 def _split_whitespace(row: bytes, limit: int) -> list[bytes]:
+    """Runs of whitespace separate tokens; after ``limit`` tokens the (stripped) rest is one more,
+    even when empty (TF's ``SplitV2``)."""
     parts, i, n = [], 0, len(row)
+    while i < n and row[i] in _WHITESPACE:
+        i += 1
     while i < n:
-        while i < n and row[i] in _WHITESPACE:
-            i += 1
-        if i == n:
-            break
-        if limit >= 0 and len(parts) == limit:
-            parts.append(row[i:])
-            break
         j = i
         while j < n and row[j] not in _WHITESPACE:
             j += 1
         parts.append(row[i:j])
         i = j
+        while i < n and row[i] in _WHITESPACE:
+            i += 1
+        if limit > 0 and len(parts) == limit:
+            parts.append(row[i:])
+            break
     return parts
 
 
@@ -293,9 +302,11 @@ def substr(input, pos, len, *, unit="BYTE"):
         starts = _char_starts(s) if unit == "UTF8_CHAR" else None
         size = builtins_len(starts) if starts is not None else builtins_len(s)
         if abs(p) > size:
-            raise errors.InvalidArgumentError(None, None, f"pos {p} out of range for string at index {i}")
+            raise errors.InvalidArgumentError(
+                None, None, f"pos {p} out of range for string b'{_escape(s)}' at index {i}"
+            )
         start = p + size if p < 0 else p
-        end = min(start + max(n, 0), size)
+        end = size if n < 0 else min(start + n, size)
         if starts is None:
             out.append(s[start:end])
         else:
@@ -308,6 +319,26 @@ def substr(input, pos, len, *, unit="BYTE"):
 
 
 builtins_len = len
+
+
+def _escape(s: bytes) -> str:
+    """Bytes as TF's CEscape prints them inside b'...'."""
+    out = []
+    for b in s:
+        ch = chr(b)
+        if ch in "\\'\"":
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif 0x20 <= b < 0x7F:
+            out.append(ch)
+        else:
+            out.append(f"\\{b:03o}")
+    return "".join(out)
 
 
 def _shape(array) -> str:
@@ -488,7 +519,7 @@ def _decode_chars(s: bytes, codec: str, errors_mode: str, replacement: int, cont
             char, size = _utf8_char(s, i)
             if char is None:
                 if errors_mode == "strict":
-                    raise _invalid(f"Invalid formatting on input string: {s!r}"[:200])
+                    raise _invalid("Invalid formatting on input string")
                 if errors_mode == "replace":
                     chars.append(replacement)
                     offsets.append(i)
@@ -586,9 +617,14 @@ def encode_base64(input, *, pad=False):
     return _map(input, lambda s: base64.urlsafe_b64encode(s).rstrip(b"="))
 
 
+_BASE64_WEBSAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
 def _b64decode(s: bytes) -> bytes:
     stripped = s.rstrip(b"=")
-    if len(s) - len(stripped) > 2 or len(stripped) % 4 == 1:
+    if len(stripped) % 4 == 1:
+        raise _invalid("Base64 string length cannot be 1 modulo 4.")
+    if len(s) - len(stripped) > 2 or not _BASE64_WEBSAFE.issuperset(stripped):
         raise _invalid("Invalid character found in base64.")
     try:
         return base64.b64decode(stripped + b"=" * (-len(stripped) % 4), altchars=b"-_", validate=True)

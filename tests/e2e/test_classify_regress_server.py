@@ -8,7 +8,6 @@ TensorFlow's outputs. Nothing is skipped.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from apis.tensorflow_serving.apis import (
     regression_pb2,
 )
 from serving import tensor_codec
-from tests.oracle import cache_dir
+from tests.oracle import corpus
 from tests.oracle.catalog import discover
 
 REPO = Path(__file__).resolve().parents[2]
@@ -200,12 +199,10 @@ def corpus_cases():
     """(model, case index) of every case whose signature is a Classify/Regress one."""
     out = []
     for entry in discover():
-        path = cache_dir() / entry.name / "manifest.json"
-        if not path.exists():
+        if not corpus.manifest_path(entry.name).is_file():
             out.append((entry.name, None))  # reported as a failure by the test
             continue
-        data = json.loads(path.read_text())
-        for index, case in enumerate(data["cases"]):
+        for index, case in enumerate(corpus.load_manifest(entry.name)["cases"]):
             if case["method_name"] in (CLASSIFY, REGRESS) and list(case["inputs"]) == ["inputs"]:
                 out.append((entry.name, index))
     return out
@@ -213,14 +210,11 @@ def corpus_cases():
 
 @pytest.mark.parametrize("name, index", corpus_cases())
 def test_classify_regress_match_tensorflow_on_oracle_corpus(model_server, tmp_path, name, index):
-    path = cache_dir() / name / "manifest.json"
-    if index is None:
-        pytest.fail(f"no oracle cache for {name} ({path}): run `python -m tests.oracle build`")
-    root = path.parent
-    data = json.loads(path.read_text())
-    case = data["cases"][index]
+    data = corpus.load_manifest(name)  # fails with how to build the cache when it is missing
+    assert index is not None
+    root, case = data["dir"], data["cases"][index]
     base = tmp_path / "base"
-    shutil.copytree((root / data["export_dir"]).resolve(), base / "1", symlinks=True)
+    shutil.copytree(data["export_path"], base / "1", symlinks=True)
     server = model_server(
         f"--model_name={name}", f"--model_base_path={base}", f"--saved_model_tags={','.join(case['tags'])}"
     )

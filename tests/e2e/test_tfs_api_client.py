@@ -100,15 +100,16 @@ CLIENT = textwrap.dedent(
                 "signatures": sorted(signature_def_map.signature_def),
                 "serving_default_inputs": sorted(signature_def_map.signature_def["serving_default"].inputs)}
 
-    record("predict", lambda: predict(tf.make_tensor_proto([2.0], shape=[1]), output_filter=["y"]))
+    one = [1, 1] if flavour == "tf1" else [1]  # x is [-1, 1] in TF1 half_plus_two, [-1] in TF2's
+    record("predict", lambda: predict(tf.make_tensor_proto([2.0], shape=one), output_filter=["y"]))
     batch = np.float32([[1.0], [2.0], [5.0]]) if flavour == "tf1" else np.float32([1.0, 2.0, 5.0])
     record("predict_batch", lambda: predict(tf.make_tensor_proto(batch)))
     big = np.ones([3000000, 1] if flavour == "tf1" else [3000000], np.float32)  # 12 MB each way: over grpc's 4 MiB
     record("predict_big", lambda: predict(tf.make_tensor_proto(big))["spec"])
     record("metadata", metadata)
-    record("missing_signature", lambda: predict(tf.make_tensor_proto([2.0]), signature="nope"))
-    record("wrong_dtype", lambda: predict(tf.make_tensor_proto([2], dtype=tf.int32)))
-    record("unknown_model", lambda: predict(tf.make_tensor_proto([2.0]), model="nope"))
+    record("missing_signature", lambda: predict(tf.make_tensor_proto([2.0], shape=one), signature="nope"))
+    record("wrong_dtype", lambda: predict(tf.make_tensor_proto([2], dtype=tf.int32, shape=one)))
+    record("unknown_model", lambda: predict(tf.make_tensor_proto([2.0], shape=one), model="nope"))
     if flavour == "tf1":
         record("classify", classify)
         record("regress", regress)
@@ -150,7 +151,7 @@ def start(model_server, tmp_path: Path, name: str):
 def check_common(out: dict, version: int) -> None:
     assert out["predict"]["ok"], out["predict"]
     assert out["predict"]["value"]["float_val"] == {"y": [3.0]}
-    assert out["predict"]["value"]["outputs"] == {"y": [3.0]}
+    assert out["predict"]["value"]["outputs"] in ({"y": [3.0]}, {"y": [[3.0]]})
     assert out["predict"]["value"]["dtypes"] == {"y": 1}
     assert out["predict"]["value"]["spec"] == ["default", "serving_default", version]
     assert out["predict_big"] == {"ok": True, "value": ["default", "serving_default", version]}

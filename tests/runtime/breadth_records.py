@@ -162,7 +162,15 @@ def parse_v2(serialized, dense=(), sparse=(), ragged=(), names=NO_NAMES) -> None
 
 
 _E1 = ex(age=31.5, ids=[3, 1, 4], words=["a", "bc"], flag=1, vec=[1.0, 2.0, 3.0])
-_E2 = ex(age=20.0, ids=[9], words=[], flag=0, vec=[4.0, 5.0, 6.0])
+_E2 = example_entries(
+    [
+        ("age", feature([20.0])),
+        ("ids", feature([9])),
+        ("words", feature([], kind="bytes")),
+        ("flag", feature([0])),
+        ("vec", feature([4.0, 5.0, 6.0])),
+    ]
+)
 _E3 = ex(vec=[7.0, 8.0, 9.0])
 _STD = [
     ("age", "float", [], default("float", -1.0)),
@@ -175,6 +183,7 @@ parse_v2(s0(_E1), dense=_STD, sparse=[("ids", "int64")], ragged=[("words", "stri
 parse_v2(batch(), dense=_STD, sparse=[("ids", "int64")])
 parse_v2(batch(_E1, _E3), dense=[("vec", "float", [3, 1], required("float"))])
 parse_v2(batch(_E1, _E2), dense=[("words", "string", [None], default("string", "pad"))])
+parse_v2(batch(_E1, _E2, _E3), dense=[("ids", "int64", [None], default("int64", 0))])
 parse_v2(batch(_E1, _E2, _E3), dense=[("ids", "int64", [None], required("int64"))])
 parse_v2(batch(_E1, _E3), dense=[("vec", "float", [None, 3], default("float", 0.5))])
 parse_v2(batch(_E1, _E2), dense=[("words", "string", [2], default("string", ["x", "y"]))])
@@ -186,7 +195,17 @@ parse_v2(
     sparse=[("i", "int64")],
 )
 parse_v2(batch(example_entries([("i", feature([], kind="none"))])), sparse=[("i", "int64")])
-parse_v2(batch(example_entries([("i", feature([], kind="none"))])), dense=[("i", "int64", [None], required("int64"))])
+parse_v2(
+    batch(example_entries([("i", feature([], kind="none"))])),
+    dense=[("i", "int64", [None], default("int64", 3))],
+)
+parse_v2(
+    batch(example_entries([("i", feature([], kind="none"))])), dense=[("i", "int64", [2], required("int64"))]
+)
+parse_v2(
+    batch(example_entries([("i", feature([], kind="none"))])),
+    dense=[("i", "int64", [2], default("int64", [1, 2]))],
+)
 parse_v2(batch(example_entries([("i", feature([], kind="none"))])), ragged=[("i", "float", "int64")])
 parse_v2(batch(example_entries([("i", feature([1])), ("i", feature([2, 3]))])), sparse=[("i", "int64")])
 parse_v2(batch(b""), dense=[("a", "float", [], default("float", 2.0))], sparse=[("b", "string")])
@@ -195,12 +214,22 @@ parse_v2(batch(ex(a=1.0), ex(a=2.0)), dense=[("a", "float", [], required("float"
 parse_v2(batch(ex(a=[1.0, 2.0, 3.0])), dense=[("a", "float", [2], required("float"))])
 parse_v2(batch(ex(a=1.0)), dense=[("a", "int64", [1], required("int64"))])
 parse_v2(batch(ex(b=1.0)), dense=[("a", "int64", [1], required("int64"))])
-parse_v2(batch(ex(b=1.0), ex(c=2)), dense=[("a", "string", [], required("string"))], names=s("first", "second"))
+parse_v2(
+    batch(ex(b=1.0), ex(c=2)), dense=[("a", "string", [], required("string"))], names=s("first", "second")
+)
 parse_v2(batch(b"garbage"), dense=[("a", "float", [], default("float", 0.0))])
 parse_v2(batch(ex(a=1.0)), sparse=[("a", "int64")])
 parse_v2(batch(ex(a="x")), ragged=[("a", "float", "int64")])
-parse_v2(batch(ex(a=[1, 2, 3])), dense=[("a", "int64", [None, 2], required("int64"))])
+parse_v2(batch(ex(a=[1, 2, 3])), dense=[("a", "int64", [None, 2], default("int64", 0))])
 parse_v2(batch(ex(a=["x", "y"])), dense=[("a", "string", [1], required("string"))])
+parse_v2(batch(ex(a=["x"])), dense=[("a", "string", [2], required("string"))])
+parse_v2(batch(ex(a=[1, 2, 3])), dense=[("a", "int64", [2], required("int64"))])
+parse_v2(s0(ex(a=[1, 2, 3])), dense=[("a", "int64", [2], required("int64"))])
+parse_v2(s0(ex(a=1.0)), dense=[("a", "int64", [], required("int64"))])
+parse_v2(s0(ex(a=1.0)), dense=[("b", "int64", [], required("int64"))])
+parse_v2(s0(ex(a=1.0)), sparse=[("a", "int64")])
+parse_v2(s0(ex(a=["x"])), dense=[("a", "string", [2], required("string"))])
+parse_v2(s0(b"garbage"), dense=[("a", "float", [], default("float", 0.0))])
 parse_v2(batch(_E1, _E2, b"\x0a\x05\x0a\x03\x0a\x01"), sparse=[("ids", "int64")])
 
 rec(
@@ -269,7 +298,12 @@ rec("StringToHashBucketFast", s("x"), num_buckets=0)
 rec("StringToHashBucket", _WORDS, num_buckets=1000)
 rec("StringToHashBucket", s("abcdefgh", "abcdefghi", "abcdefghijklmnopq"), num_buckets=2**62)
 rec("StringToHashBucketStrong", _WORDS, num_buckets=1000, key=[1, 2])
-rec("StringToHashBucketStrong", s("abcdefgh", "abcdefghijklmno", ""), num_buckets=2**62, key=[2**63 - 1, 12345])
+rec(
+    "StringToHashBucketStrong",
+    s("abcdefgh", "abcdefghijklmno", ""),
+    num_buckets=2**62,
+    key=[2**63 - 1, 12345],
+)
 
 _FLOATS = f32([0.0, -1.5, 3.14159265, 1e10, 1e-7, -0.0, 123456.789])
 rec("AsString", _FLOATS)
@@ -373,3 +407,146 @@ rec("EncodeBase64", s("hello", "", "a", "ab"), pad=True)
 rec("DecodeBase64", s("aGVsbG8", "", "YQ", "YWI=", "__79"))
 rec("DecodeBase64", s("a"))
 rec("DecodeBase64", s("ab+c"))
+
+
+# --------------------------------------------------------------------------------- sparse
+
+_IDX = i64([[0, 0], [0, 2], [1, 1], [3, 0], [3, 3]])
+_SHAPE = i64([4, 4])
+rec("SparseReshape", _IDX, _SHAPE, i64([2, 8]))
+rec("SparseReshape", _IDX, _SHAPE, i64([-1, 2]))
+rec("SparseReshape", _IDX, _SHAPE, i64([16]))
+rec("SparseReshape", _IDX, _SHAPE, i64([2, 2, -1]))
+rec("SparseReshape", i64([[0, 1, 2], [1, 0, 0]]), i64([2, 3, 4]), i64([6, -1]))
+rec("SparseReshape", _IDX, _SHAPE, i64([3, -1]))
+rec("SparseReshape", _IDX, _SHAPE, i64([-1, -1]))
+rec("SparseReshape", _IDX, _SHAPE, i64([5, 5]))
+rec("SparseReshape", np.zeros((0, 2), np.int64), i64([0, 3]), i64([-1, 3]))
+
+_VALS = f32([1.0, 2.0, 3.0, 4.0, 5.0])
+rec("SparseFillEmptyRows", _IDX, _VALS, i64([5, 4]), f32(-1.0))
+rec("SparseFillEmptyRows", i64([[2, 0], [0, 1], [2, 1], [0, 0]]), s("a", "b", "c", "d"), i64([4, 2]), s0("?"))
+rec("SparseFillEmptyRows", np.zeros((0, 2), np.int64), i64([]), i64([3, 5]), i64(9))
+rec("SparseFillEmptyRows", i64([[0, 0, 1]]), i32([7]), i64([2, 1, 2]), i32(0))
+rec("SparseFillEmptyRows", i64([[5, 0]]), f32([1.0]), i64([3, 2]), f32(0.0))
+
+_DATA = np.arange(15, dtype=np.float32).reshape(5, 3) / 7
+for _op in ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN"):
+    rec(_op, _DATA, i32([0, 1, 4, 2, 2]), i32([0, 0, 1, 3, 3]))
+    rec(_op, _DATA, i64([4, 0]), i64([0, 0]))
+    rec(_op, _DATA, i32([0, 1]), i32([1, 0]))
+    rec(_op, _DATA, i32([0, 7]), i32([0, 1]))
+    rec(f"{_op}WithNumSegments", _DATA, i32([0, 1, 4]), i32([0, 2, 2]), i32(5))
+    rec(f"{_op}WithNumSegments", _DATA, i32([0, 1]), i32([0, 3]), i64(2))
+rec("SparseSegmentSum", np.arange(6, dtype=np.int32).reshape(3, 2), i32([0, 2, 1]), i32([0, 0, 2]))
+rec("SparseSegmentMean", np.arange(4, dtype=np.float64), i32([0, 1, 3]), i32([0, 1, 1]))
+
+rec("SparseToDense", _IDX, _SHAPE, _VALS, f32(0.0))
+rec("SparseToDense", i32([1, 3]), i32([5]), i32([7, 8]), i32(-1))
+rec("SparseToDense", i64([[0, 1], [0, 0]]), i64([2, 2]), f32([1.0, 2.0]), f32(0.0))
+rec("SparseToDense", i64([[0, 1], [0, 0]]), i64([2, 2]), f32([1.0, 2.0]), f32(0.0), validate_indices=False)
+rec("SparseToDense", i64([[0, 1], [0, 1]]), i64([2, 2]), f32([1.0, 2.0]), f32(0.0))
+rec("SparseToDense", i64([[0, 1], [2, 0]]), i64([2, 2]), f32(3.0), f32(0.0))
+rec("SparseToDense", i64([[0, 1]]), i64([2, 2]), s("x"), s0(""))
+rec("SparseToDense", i64(2), i64([4]), i64(1), i64(0))
+
+_B = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
+rec("SparseTensorDenseMatMul", _IDX, _VALS, _SHAPE, _B)
+rec("SparseTensorDenseMatMul", _IDX, _VALS, _SHAPE, _B, adjoint_a=True)
+rec("SparseTensorDenseMatMul", _IDX, _VALS, _SHAPE, _B.T.copy(), adjoint_b=True)
+rec("SparseTensorDenseMatMul", _IDX, _VALS, _SHAPE, _B[:3])
+rec("SparseReorder", i64([[1, 0], [0, 2], [0, 1], [1, 0]]), s("a", "b", "c", "d"), i64([2, 3]))
+rec("SparseReorder", np.zeros((0, 2), np.int64), f32([]), i64([2, 3]))
+rec("SparseReduceSum", _IDX, _VALS, _SHAPE, i32(1))
+rec("SparseReduceSum", _IDX, _VALS, _SHAPE, i32([0, 1]))
+rec("SparseReduceSum", _IDX, _VALS, _SHAPE, i32(0), keep_dims=True)
+rec("SparseReduceSum", _IDX, i64([1, 2, 3, 4, 5]), _SHAPE, i32(-1))
+rec("SparseReduceSum", _IDX, _VALS, _SHAPE, i32(2))
+
+_SP1 = (i64([[0, 0], [1, 0], [1, 1]]), s("a", "b", "c"), i64([3, 2]))
+_SP2 = (i64([[0, 0], [1, 0], [2, 0]]), i64([10, 20, 30]), i64([3, 1]))
+_DENSE = s("x", "y", "z").reshape(3, 1)
+for _hashed, _buckets in ((False, 0), (True, 0), (True, 100)):
+    rec(
+        "SparseCross",
+        [_SP1[0], _SP2[0]],
+        [_SP1[1], _SP2[1]],
+        [_SP1[2], _SP2[2]],
+        [_DENSE],
+        hashed_output=_hashed,
+        num_buckets=_buckets,
+        hash_key=0xDECAFCAFFE,
+        out_type=dt("int64" if _hashed else "string"),
+        internal_type=dt("int64" if _hashed else "string"),
+    )
+rec(
+    "SparseCross",
+    [_SP1[0]],
+    [_SP1[1]],
+    [_SP1[2]],
+    [i64([[1, 2], [3, 4], [5, 6]])],
+    hashed_output=True,
+    num_buckets=1000,
+    hash_key=956888297470,
+    out_type=dt("int64"),
+    internal_type=dt("int64"),
+)
+rec(
+    "SparseCross",
+    [_SP2[0], _SP1[0]],
+    [_SP2[1], _SP1[1]],
+    [_SP2[2], _SP1[2]],
+    [],
+    hashed_output=False,
+    num_buckets=0,
+    hash_key=0,
+    out_type=dt("string"),
+    internal_type=dt("string"),
+)
+rec("SparseCrossV2", [_SP1[0], _SP2[0]], [_SP1[1], _SP2[1]], [_SP1[2], _SP2[2]], [_DENSE], s0("#"))
+rec("RaggedTensorToTensor", i64([-1, -1]), f32([1, 2, 3, 4, 5]), f32(0), [i64([0, 2, 2, 5])],
+    row_partition_types=["ROW_SPLITS"])  # fmt: skip
+rec("RaggedTensorToTensor", i64([2, 4]), s("a", "b", "c", "d", "e"), s0(""), [i64([0, 2, 2, 5])],
+    row_partition_types=["ROW_SPLITS"])  # fmt: skip
+rec("RaggedTensorToTensor", i64(-1), i64([1, 2, 3, 4, 5, 6]), i64(-1), [i64([0, 1, 3]), i64([0, 2, 2, 6])],
+    row_partition_types=["ROW_SPLITS", "ROW_SPLITS"])  # fmt: skip
+rec("RaggedTensorToTensor", i64([-1, 3]), i64([1, 2, 3, 4]), i64(9), [i64(3), i64([0, 0, 2, 2])],
+    row_partition_types=["FIRST_DIM_SIZE", "VALUE_ROWIDS"])  # fmt: skip
+rec("RaggedTensorToTensor", i64([-1, -1, 2]), f32([[1, 2], [3, 4], [5, 6]]), f32([7, 8]), [i64([0, 1, 3])],
+    row_partition_types=["ROW_SPLITS"])  # fmt: skip
+rec("RaggedTensorToSparse", [i64([0, 2, 2, 5])], f32([1, 2, 3, 4, 5]))
+rec("RaggedTensorToSparse", [i64([0, 1, 3]), i64([0, 2, 2, 6])], s("a", "b", "c", "d", "e", "f"))
+rec("RaggedRange", i64([0, 5, 8]), i64([3, 5, 12]), i64([1, 1, 2]))
+rec("RaggedRange", f32([0.0, 1.0]), f32([1.0, -1.0]), f32([0.25, -0.5]), Tsplits=dt("int32"))
+rec("RaggedRange", i32(2), i32([5, 6]), i32(0))
+
+
+# --------------------------------------------------------------------------------- graph scenarios
+
+# Multi-node graphs built by the oracle builder with TF's Python API (tables, text-file vocabularies,
+# StaticVocabularyTable, re-initialisation); the names are the contract between the two sides.
+SCENARIOS = (
+    "static_table_string_to_int64",
+    "static_table_int64_to_string",
+    "static_table_lookup_before_init",
+    "static_table_duplicate_keys",
+    "static_table_reinitialize_same",
+    "text_file_whole_line_to_line_number",
+    "text_file_columns",
+    "text_file_line_number_offset",
+    "text_file_vocab_size",
+    "text_file_vocab_size_too_large",
+    "text_file_empty_line",
+    "text_file_missing_columns",
+    "text_file_bad_int",
+    "text_file_float_values",
+    "text_file_duplicate_lines",
+    "static_vocabulary_table_oov_buckets",
+    "index_table_from_tensor_oov",
+    "mutable_table_insert_find_remove",
+    "mutable_table_import_size",
+    "mutable_table_of_tensors",
+    "dense_hash_table",
+    "string_lookup_layer_style",
+    "parse_then_lookup_feature_column",
+)

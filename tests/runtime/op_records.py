@@ -1166,7 +1166,7 @@ rec("Cross", rnd((2,)), rnd((2,)))
 for _op in ("SigmoidGrad", "TanhGrad", "RsqrtGrad", "SqrtGrad", "ReciprocalGrad", "InvGrad"):
     rec(_op, rnd((3, 4), F32, 0.5, 2), rnd((3, 4)))
     rec(_op, rnd((3,), F64, 0.5, 2), rnd((3,), F64))
-for _op in ("ReluGrad", "Relu6Grad", "EluGrad", "SoftplusGrad", "SoftsignGrad"):
+for _op in ("ReluGrad", "Relu6Grad", "EluGrad", "SeluGrad", "SoftplusGrad", "SoftsignGrad"):
     rec(_op, rnd((3, 4)), a(np.linspace(-8, 8, 12).reshape(3, 4)))
     rec(_op, rnd((3,), F64), a([-1.0, 0.0, 7.0], F64))
 rec("LeakyReluGrad", rnd((4,)), a([-1.0, 0.0, 0.5, 3.0]), alpha=0.3)
@@ -1637,3 +1637,37 @@ rec("MatrixDiagV2", rnd((2, 3)), a([-1, 0], I32), a(-1, I32), a(-1, I32), a(0.0)
 rec("MatrixDiagPartV2", rnd((3, 4)), a([-1, 1], I32), a(5.0))
 rec("MatrixSetDiagV2", rnd((3, 4)), rnd((2, 3)), a([0, 1], I32))
 rec("StatelessRandomGetAlg")
+for _pad, _st, _in, _out in (
+    ("SAME", [1, 2, 2, 2, 1], [1, 6, 5, 4, 2], (1, 3, 3, 2, 3)),
+    ("VALID", [1, 1, 2, 1, 1], [2, 4, 5, 3, 2], (2, 3, 2, 2, 3)),
+):
+    rec(
+        "Conv3DBackpropInputV2",
+        a(_in, I32),
+        rnd((2, 2, 2, 2, 3), F32, -1, 1),
+        rnd(_out, F32, -1, 1),
+        strides=_st,
+        padding=_pad,
+        rtol=1e-4,
+        atol=1e-4,
+    )
+rec(
+    "Conv2DBackpropInput",
+    a([1, 5, 5, 3], I32),
+    rnd((3, 3, 3, 4), F32, -1, 1),
+    rnd((1, 3, 3, 4), F32, -1, 1),
+    strides=[1, 2, 2, 1],
+    padding="SAME",
+)
+
+# --------------------------------------------------------------------------- decompositions
+
+_TALL = rnd((2, 5, 3), F64)
+rec("Qr", _TALL, rtol=1e-9, atol=1e-9)
+rec("Qr", _TALL, full_matrices=True, rtol=1e-9, atol=1e-9)
+rec("Qr", rnd((3, 4)), rtol=1e-4, atol=1e-4)
+rec("Svd", _TALL, compute_uv=False, compare=(0,), rtol=1e-9, atol=1e-9)
+rec("Svd", rnd((3, 5)), compute_uv=False, compare=(0,), rtol=1e-4, atol=1e-4)
+rec("Svd", _TALL, compute_uv=True, compare=(0,), rtol=1e-9, atol=1e-9)
+rec("SelfAdjointEigV2", _SPD, compute_v=False, compare=(0,), rtol=1e-9, atol=1e-9)
+rec("SelfAdjointEigV2", _SPD.astype(F32), compare=(0,), rtol=1e-4, atol=1e-4)

@@ -5,7 +5,8 @@ TensorFlow's side lives in the oracle cache (``python -m tests.oracle build``; s
 from the NodeDef TF built (``runtime.attrs``, as the Session decodes them), and the kernel is
 called through the registry. Integer, bool and string results must be equal; floats within the
 record's tolerance (by default by dtype); where TF raised, the kernel must raise the same error
-class.
+class with TF's message (``MESSAGE_DIFFERENCES`` lists the few that cannot match). Each record
+runs a second time as its one-node GraphDef through ``runtime.Session``.
 """
 
 from __future__ import annotations

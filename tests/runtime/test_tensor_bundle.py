@@ -170,3 +170,32 @@ def test_tensorflow_multi_block_index_lookups():
     assert t.get(items[-1][0] + b"\x00") is None
     reader = BundleReader(str(path)[: -len(".index")])
     assert sorted(reader.keys()) == sorted(m["variables"])
+
+
+def test_partitioned_entry_claiming_more_than_its_shards_hold(tmp_path):
+    from apis.tensorflow.core.protobuf import tensor_bundle_pb2
+
+    header = tensor_bundle_pb2.BundleHeaderProto(num_shards=1)
+    full = tensor_bundle_pb2.BundleEntryProto(dtype=1)
+    part = tensor_bundle_pb2.BundleEntryProto(dtype=1, size=4 * 10**12)
+    for proto in (full, part):
+        proto.shape.dim.add().size = 10**6
+        proto.shape.dim.add().size = 10**6
+    extents = full.slices.add()
+    extents.extent.add(start=0, length=10**6)
+    extents.extent.add(start=0)
+    key = encode_tensor_name_slice("p", [(0, 10**6), (0, -1)])
+    entries = [
+        (b"", header.SerializeToString()),
+        (b"p", full.SerializeToString()),
+        (key, part.SerializeToString()),
+    ]
+    (tmp_path / "c.index").write_bytes(table(entries))
+    (tmp_path / "c.data-00000-of-00001").write_bytes(b"\0" * 64)
+    with pytest.raises(errors.DataLossError, match="'p'.*beyond the end of the shard"):
+        BundleReader(str(tmp_path / "c")).get_tensor("p")
+    part.size = 64
+    entries[2] = (key, part.SerializeToString())
+    (tmp_path / "c.index").write_bytes(table(entries))
+    with pytest.raises(errors.DataLossError, match="'p'.*its slices hold 64 bytes"):
+        BundleReader(str(tmp_path / "c")).get_tensor("p")

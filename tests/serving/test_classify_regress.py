@@ -402,3 +402,26 @@ def test_multi_inference_errors(req, code, text):
     core = FakeCore()
     assert error_of(multi_inference, core, req) == (code, text)
     assert not core.session.runs
+
+
+def test_non_string_inputs_fail_as_tf_sessions_feed_check_does():
+    core = FakeCore()
+    float_input = meta_graph_pb2.SignatureDef()
+    float_input.CopyFrom(SIGNATURES["regress_x_to_y"])
+    float_input.inputs["inputs"].dtype = types_pb2.DT_FLOAT
+    core.servable.bundle.meta_graph_def.signature_def["float_input"].CopyFrom(float_input)
+    expected = (errors.INVALID_ARGUMENT, "Expects arg[0] to be float but string is provided")
+    assert error_of(regress, core, regression("float_input", 1.0)) == expected
+    assert error_of(multi_inference, core, multi(("half_plus_two", "float_input", REGRESS))) == expected
+    assert not core.session.runs
+
+
+def test_feed_errors_raised_by_the_session_are_invalid_argument():
+    core = FakeCore()
+
+    def refuse(feeds):
+        raise ValueError("Cannot feed value of shape (2, 1) for Tensor tf_example:0, which has shape (None,)")
+
+    core.session.functions["y:0"] = refuse
+    code, text = error_of(classify, core, classification("classify_x_to_y", 1.0))
+    assert code == errors.INVALID_ARGUMENT and text.startswith("Cannot feed value of shape")

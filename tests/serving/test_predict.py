@@ -337,3 +337,14 @@ def test_servable_handle_is_released_after_the_request():
     predict(core, request(x=float_proto(2.0)))
     call_error(core, request("nope", x=float_proto(2.0)))
     assert released == [1, 1]
+
+
+def test_feed_errors_raised_by_the_session_are_invalid_argument():
+    core, session = half_plus_two()
+
+    def refuse(feeds):
+        raise ValueError("Cannot feed value of shape (2, 1) for Tensor x:0, which has shape (None,)")
+
+    session.functions["y:0"] = refuse
+    error = call_error(core, request(x=np.float32([[1.0], [2.0]])))
+    assert error.code == errors.INVALID_ARGUMENT and error.message.startswith("Cannot feed value")

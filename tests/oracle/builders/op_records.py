@@ -13,8 +13,10 @@ beside the model under ``<cache>/op_records/records/``::
 
 An entry is ``{"op", "args": [[input indices of arg 0], ...], "list_args": [bool, ...],
 "outputs": [paths]}`` or, where TF raised, ``{"op", "args", "list_args", "error": {"class",
-"message", "stage"}}`` with ``stage`` "build" (graph construction) or "run". The SavedModel the
-catalog requires holds every record TF ran as one signature (inputs ``<arg>_<j>``, outputs
+"message", "stage"}}`` with ``stage`` "build" (graph construction) or "run". An NCHW record of an
+op whose CPU kernel takes NHWC only is evaluated as transpose -> NHWC op -> transpose (what TF's
+layout rewrite does on GPU-exported graphs) and marked ``"via": "NHWC"``. The SavedModel the
+catalog requires holds every other record TF ran as one signature (inputs ``<arg>_<j>``, outputs
 ``output_<i>``), so the conformance suite replays them through the loader as well.
 
 ``records_sha256`` is the sha256 of ``tests/runtime/op_records.py``: the catalog hashes builder

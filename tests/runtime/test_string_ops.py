@@ -1,0 +1,67 @@
+"""String ops against TensorFlow: hashes (FarmHash, TF's Hash64, SipHash), AsString's printf
+formats, joins and splits, case, Substr, RE2 regexes, Unicode decoding and base64.
+
+TF's side: ``tests/oracle/builders/breadth_records.py``; shared checks in ``test_parsing_ops``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runtime import errors, kernels
+from runtime.hashing import fingerprint_cat64, hash64, siphash24
+from tests.runtime.test_parsing_ops import check_record, check_record_through_session, records_of
+
+STRINGS = records_of("string_ops", ops=("StringJoin",))
+
+
+@pytest.mark.parametrize("record", STRINGS, ids=lambda r: r.name)
+def test_string_record(record) -> None:
+    check_record(record)
+
+
+@pytest.mark.parametrize("record", STRINGS, ids=lambda r: r.name)
+def test_string_record_through_session(record) -> None:
+    check_record_through_session(record)
+
+
+def test_string_records_cover_the_ops() -> None:
+    ops = {r.op for r in STRINGS}
+    wanted = {
+        "StringToHashBucketFast", "StringToHashBucket", "StringToHashBucketStrong", "AsString", "StringJoin",
+        "ReduceJoin", "StringSplit", "StringSplitV2", "StringStrip", "StringLower", "StringUpper", "Substr",
+        "StringLength", "RegexReplace", "StaticRegexReplace", "RegexFullMatch", "StaticRegexFullMatch",
+        "UnicodeDecode", "UnicodeDecodeWithOffsets", "EncodeBase64", "DecodeBase64",
+    }  # fmt: skip
+    assert wanted <= ops, sorted(wanted - ops)
+
+
+def test_hashes_are_unsigned_64_bit() -> None:
+    for value in (
+        hash64(b""),
+        hash64(b"abcdefghijk"),
+        siphash24(1, 2, b"x"),
+        fingerprint_cat64(2**64 - 1, 5),
+    ):
+        assert 0 <= value < 2**64
+
+
+def test_siphash_reference_vector() -> None:
+    # The SipHash paper's test vector: key 00..0f, message 00..0e.
+    key = bytes(range(16))
+    k0, k1 = int.from_bytes(key[:8], "little"), int.from_bytes(key[8:], "little")
+    assert siphash24(k0, k1, bytes(range(15))) == 0xA129CA6149BE45E5
+
+
+@pytest.mark.parametrize("pattern", ["\\pL", "\\p{Greek}", "\\Qa.b\\E", "\\C"])
+def test_unsupported_re2_syntax_is_refused_clearly(pattern) -> None:
+    fn = kernels.lookup("StaticRegexFullMatch").fn
+    with pytest.raises(errors.UnimplementedError, match="RE2 pattern"):
+        fn(np.array([b"a"], dtype=object), pattern=pattern)
+
+
+def test_re2_posix_classes_and_end_anchor() -> None:
+    fn = kernels.lookup("StaticRegexReplace").fn
+    out = fn(np.array([b"ab1\n", b"X y"], dtype=object), pattern="[[:alpha:]]+$", rewrite="_")
+    assert out.tolist() == [b"ab1\n", b"X _"]

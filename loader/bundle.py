@@ -77,9 +77,14 @@ def load(sess, tags: Iterable[str], export_dir: str) -> meta_graph_pb2.MetaGraph
 
 
 def load_saved_model(
-    export_dir: str, tags: Iterable[str] = ("serve",), session_config=None
+    export_dir: str, tags: Iterable[str] = ("serve",), session_config=None, delegation=None
 ) -> SavedModelBundle:
-    """A new Session over a new Graph with the SavedModel loaded, like C++ ``LoadSavedModel``."""
+    """A new Session over a new Graph with the SavedModel loaded, like C++ ``LoadSavedModel``.
+
+    ``delegation``: None/False keeps every op native; True or a ``runtime.onnx.DelegationOptions``
+    rewrites the Session's graph after restore and init so that op clusters feeding the
+    signatures run in onnxruntime (``Session.delegate``; report in ``session.delegation_report``).
+    """
     from runtime.graph import Graph  # the runtime core; imported here to keep `import loader` light
     from runtime.session import Session
 
@@ -91,6 +96,8 @@ def load_saved_model(
     try:
         meta_graph_def = load(session, tags, export_dir)
         fingerprint = read_fingerprint(export_dir)
+        if delegation:
+            session.delegate(None if delegation is True else delegation, signature_tensors(meta_graph_def))
     except BaseException:
         close = getattr(session, "close", None)
         if close is not None:
@@ -102,6 +109,18 @@ def load_saved_model(
         (time.monotonic() - start) * 1e6,
     )
     return SavedModelBundle(session, meta_graph_def, export_dir, tags, fingerprint)
+
+
+def signature_tensors(meta_graph_def: meta_graph_pb2.MetaGraphDef) -> list[tuple[list[str], list[str]]]:
+    """(input tensor names, output tensor names) of every serving signature (not the init op's)."""
+    return [
+        (
+            sorted(i.name for i in signature.inputs.values() if i.name),
+            sorted(o.name for o in signature.outputs.values() if o.name),
+        )
+        for key, signature in sorted(meta_graph_def.signature_def.items())
+        if key != INIT_OP_SIGNATURE_KEY
+    ]
 
 
 def _import(graph, meta_graph_def, export_dir: str, tags) -> None:

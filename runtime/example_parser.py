@@ -67,9 +67,22 @@ class RaggedSpec:
 
 @dataclass(frozen=True)
 class Config:
+    """What to parse; immutable, so a kernel may build it once and parse many batches with it."""
+
     dense: tuple[DenseSpec, ...] = ()
     sparse: tuple[SparseSpec, ...] = ()
     ragged: tuple[RaggedSpec, ...] = ()
+
+    @functools.cached_property
+    def readers(self) -> list[tuple]:
+        """(key, family, index, reader, exact count) per matched key; see ``_slots``. Reading the
+        expected list of a Feature whose oneof holds another kind yields an empty list, so a
+        non-empty read of the expected kind (of the exact size, for fixed-length dense) settles the
+        type and size checks in one C call; anything else takes the checking path."""
+        return [
+            (key, family, index, operator.attrgetter(f"{kind}.value"), exact)
+            for key, (family, index, kind, exact) in _slots(self).items()
+        ]
 
 
 def _type_name(dtype: int) -> str:
@@ -125,23 +138,23 @@ def parse_examples(serialized: list, names: list, config: Config, scalar: bool =
 
     ``scalar``: the input was one Example (rank 0): outputs lose the batch dimension.
     """
-    batch = len(serialized)
-    by_key = _slots(config)
-    families = (config.dense, config.sparse, config.ragged)
-    rows = [[[None] * batch for _ in specs] for specs in families]
     from_string = example_pb2.Example.FromString
-    # Reading the expected list of a Feature whose oneof holds another kind yields an empty list, so
-    # a non-empty read of the expected kind (of the exact size, for fixed-length dense) settles
-    # type and size checks in one C call; anything else takes the checking path.
-    slots = [
-        (key, rows[f][i], operator.attrgetter(f"{kind}.value"), n, f, i)
-        for key, (f, i, kind, n) in by_key.items()
-    ]
-    for i, data in enumerate(serialized):
+    getters = []
+    for data in serialized:
         try:
-            get = from_string(data).features.feature.get  # native; items() would be Python-level
+            getters.append(from_string(data).features.feature.get)  # native; items() is Python-level
         except (DecodeError, TypeError):
             _parse(data)  # raises TF's error
+    return parse_features(getters, names, config, scalar)
+
+
+def parse_features(getters: list, names: list, config: Config, scalar: bool = False) -> tuple:
+    """``parse_examples`` over already decoded feature maps, one ``map.get`` per example."""
+    batch = len(getters)
+    families = (config.dense, config.sparse, config.ragged)
+    rows = [[[None] * batch for _ in specs] for specs in families]
+    slots = [(key, rows[f][i], read, n, f, i) for key, f, i, read, n in config.readers]
+    for i, get in enumerate(getters):
         for key, target, read, exact, family, index in slots:
             feature = get(key)
             if feature is None:
@@ -309,3 +322,133 @@ def _ragged_output(spec: RaggedSpec, rows: list, scalar: bool) -> tuple:
 
 def _split_numpy(dtype: int):
     return np.int32 if dtype == dtypes.DT_INT32 else np.int64
+
+
+# --------------------------------------------------------------------------------- SequenceExample
+
+
+@dataclass(frozen=True)
+class FeatureListDenseSpec:
+    key: str
+    dtype: int
+    shape: tuple  # per step
+    missing_assumed_empty: bool
+
+    @functools.cached_property
+    def stride(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+
+@dataclass(frozen=True)
+class SequenceConfig:
+    dense: tuple[FeatureListDenseSpec, ...] = ()
+    sparse: tuple[SparseSpec, ...] = ()
+    ragged: tuple[RaggedSpec, ...] = ()
+
+
+def _parse_sequence(serialized: bytes) -> example_pb2.SequenceExample:
+    try:
+        return example_pb2.SequenceExample.FromString(serialized)
+    except (DecodeError, TypeError):
+        shown = serialized.decode("utf-8", "replace") if isinstance(serialized, bytes) else serialized
+        raise _error(f"Could not parse example input, value: '{shown}'") from None
+
+
+def parse_sequence_examples(
+    serialized: list, names: list, context: Config, lists: SequenceConfig, scalar: bool = False
+) -> tuple:
+    """Parse a batch of ``SequenceExample``; returns the context's six output groups (as
+    ``parse_examples``) followed by the feature lists' sparse indices, values, shapes, dense values,
+    dense lengths, ragged values, outer splits and inner splits (each a list in config order)."""
+    parsed = [_parse_sequence(data) for data in serialized]
+    context_out = parse_features([p.context.feature.get for p in parsed], names, context, scalar)
+    lists_of = [p.feature_lists.feature_list.get for p in parsed]
+    dense = [_feature_list_dense(spec, lists_of, names, scalar) for spec in lists.dense]
+    sparse = [_feature_list_sparse(spec, lists_of, names, scalar) for spec in lists.sparse]
+    ragged = [_feature_list_ragged(spec, lists_of, names, scalar) for spec in lists.ragged]
+    return (
+        *context_out,
+        [s[0] for s in sparse],
+        [s[1] for s in sparse],
+        [s[2] for s in sparse],
+        [d[0] for d in dense],
+        [d[1] for d in dense],
+        [r[0] for r in ragged],
+        [r[1] for r in ragged],
+        [r[2] for r in ragged],
+    )
+
+
+def _steps(spec, lists_of: list, names, scalar: bool) -> list[list]:
+    """Per example, per step, the step's values (type-checked); None for a missing feature list."""
+    out = []
+    for i, get in enumerate(lists_of):
+        feature_list = get(spec.key)
+        if feature_list is None:
+            out.append(None)
+            continue
+        steps = []
+        for feature in feature_list.feature:
+            steps.append(_list_values(spec, feature.WhichOneof("kind"), feature, names, i, scalar))
+        out.append(steps)
+    return out
+
+
+def _feature_list_dense(spec: FeatureListDenseSpec, lists_of: list, names, scalar: bool) -> tuple:
+    per_example = _steps(spec, lists_of, names, scalar)
+    for i, steps in enumerate(per_example):
+        if steps is None and not spec.missing_assumed_empty:
+            prefix = "" if scalar else f"Name: {_name(names, i)}, "
+            raise _error(
+                f"{prefix}Feature list '{spec.key}' is required but could not be found.  Did you mean to "
+                "include it in feature_list_dense_missing_assumed_empty or feature_list_dense_defaults?"
+            )
+        for step in steps or ():
+            if len(step) != spec.stride:
+                raise _error(
+                    f"{_where(spec.key, names, i, scalar)}Number of {_WORD[spec.dtype]} values != expected.  "
+                    f"values size: {len(step)} but output shape: {_shape_text(spec.shape)}"
+                )
+    lengths = np.array([len(s) if s else 0 for s in per_example], dtype=np.int64)
+    longest = int(lengths.max()) if len(lengths) else 0
+    out = np.empty((len(per_example), longest * spec.stride), dtype=_NUMPY[spec.dtype])
+    out[...] = b"" if spec.dtype == dtypes.DT_STRING else 0
+    for i, steps in enumerate(per_example):
+        if steps:
+            flat = [v for step in steps for v in step]
+            out[i, : len(flat)] = _array(flat, spec.dtype)
+    shape = (longest, *spec.shape) if scalar else (len(per_example), longest, *spec.shape)
+    return out.reshape(shape), (lengths.reshape(()) if scalar else lengths)
+
+
+def _feature_list_sparse(spec: SparseSpec, lists_of: list, names, scalar: bool) -> tuple:
+    per_example = _steps(spec, lists_of, names, scalar)
+    indices, flat = [], []
+    max_steps = max_values = 0
+    for i, steps in enumerate(per_example):
+        for t, step in enumerate(steps or ()):
+            for j, value in enumerate(step):
+                indices.append((i, t, j) if not scalar else (t, j))
+                flat.append(value)
+            max_values = max(max_values, len(step))
+        max_steps = max(max_steps, len(steps or ()))
+    rank = 2 if scalar else 3
+    shape = [max_steps, max_values] if scalar else [len(per_example), max_steps, max_values]
+    return (
+        np.array(indices, dtype=np.int64).reshape(-1, rank),
+        _array(flat, spec.dtype),
+        np.array(shape, dtype=np.int64),
+    )
+
+
+def _feature_list_ragged(spec: RaggedSpec, lists_of: list, names, scalar: bool) -> tuple:
+    per_example = _steps(spec, lists_of, names, scalar)
+    split = _split_numpy(spec.split_dtype)
+    flat, inner, outer = [], [0], [0]
+    for steps in per_example:
+        for step in steps or ():
+            flat.extend(step)
+            inner.append(len(flat))
+        outer.append(len(inner) - 1)
+    outer_splits = np.zeros(0, dtype=split) if scalar else np.array(outer, dtype=split)
+    return _array(flat, spec.dtype), outer_splits, np.array(inner, dtype=split)

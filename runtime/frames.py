@@ -50,7 +50,7 @@ class Frame:
         self.parent = parent
         self.ops: list[Operation] = []
         self.children: list[Frame] = []
-        self.members: set[Operation] = set()  # ops of this frame and every frame inside it
+        self.members: dict[Operation, None] = {}  # ops of this frame and the frames inside it, ordered
 
     def __repr__(self) -> str:
         return f"Frame({self.name!r})"
@@ -115,7 +115,7 @@ def assign_frames(needed: list[Operation], fed: set[Tensor]) -> tuple[Frame, dic
         frame = frame_of.setdefault(op, root)  # unreachable from a source: an invalid cycle
         frame.ops.append(op)
         while frame is not None:
-            frame.members.add(op)
+            frame.members[op] = None
             frame = frame.parent
     return root, frame_of
 
@@ -125,7 +125,9 @@ class FrameRunner:
 
     __slots__ = ("name", "plan", "constant", "num_next", "num_exits", "num_conds")
 
-    def __init__(self, name: str, plan, constant: tuple[bool, ...], num_next: int, num_exits: int, num_conds: int):
+    def __init__(
+        self, name: str, plan, constant: tuple[bool, ...], num_next: int, num_exits: int, num_conds: int
+    ):
         self.name = name
         self.plan = plan
         self.constant = constant  # per Enter: is_constant
@@ -171,13 +173,10 @@ def _run_state():
 
 
 class _Build:
-    """What every scope of one plan shares: feeds, targets, kernels, frames."""
+    """What every scope of one plan shares: the feeds, each op's kernel and frame."""
 
-    def __init__(self, feeds, targets, resources, functions):
+    def __init__(self, feeds):
         self.fed = set(feeds)
-        self.targets = set(targets)
-        self.resources = resources
-        self.functions = functions
         self.kernels: dict[Operation, plan_lib._Kernel] = {}
         self.frame_of: dict[Operation, Frame] = {}
 
@@ -193,19 +192,17 @@ class _Build:
 
 def build_frame_plan(feeds, fetches, targets, resources, functions):
     """``plan.build_plan`` for ops holding while loops: the root scope's plan."""
-    build = _Build(feeds, targets, resources, functions)
+    build = _Build(feeds)
     needed = needed_ops(build.fed, fetches, targets)
     root, build.frame_of = assign_frames(needed, build.fed)
     kernels = plan_lib._resolve_all(needed, resources, functions)
     build.kernels = dict(zip(needed, kernels))
     for tensor in fetches:
-        if tensor not in build.fed and build.frame_of[tensor.op] is not root and not _leaves_to(
-            tensor, root, build
-        ):
+        frame = build.frame_of.get(tensor.op, root)
+        leaves = tensor.op.type in EXIT and frame.parent is root  # an Exit of a top-level loop
+        if tensor not in build.fed and frame is not root and not leaves:
             raise errors.UnimplementedError(
-                None,
-                None,
-                f"Fetching {tensor.name} inside while loop frame '{build.frame_of[tensor.op].name}' is not supported",
+                None, None, f"Fetching {tensor.name} inside while loop frame '{frame.name}' is not supported"
             )
     builder = _scope_steps(build, root, list(feeds), list(fetches), frozenset())
     fetch_slots = tuple(builder.value_slot(t, False, t.op) for t in fetches)
@@ -213,15 +210,9 @@ def build_frame_plan(feeds, fetches, targets, resources, functions):
     return plan_lib._finish(builder, feed_slots, fetch_slots, fetches)
 
 
-def _leaves_to(tensor: Tensor, scope: Frame, build: _Build) -> bool:
-    """Whether ``tensor`` is an Exit output of a frame whose parent is ``scope``."""
-    frame = build.frame_of[tensor.op]
-    return tensor.op.type in EXIT and frame.parent is scope
-
-
 def _order(build: _Build, scope: Frame, skip: set[Operation]) -> list:
     """The scope's units (ops, child frames) in a topological order; CycleError otherwise."""
-    fed = build.fed | set(skip_outputs(skip))
+    fed = build.fed | {op._output(0) for op in skip}  # Enter and NextIteration outputs are fed
     units = [op for op in scope.ops if op not in skip] + scope.children
     order: list = []
     state: dict = {}
@@ -247,15 +238,11 @@ def _order(build: _Build, scope: Frame, skip: set[Operation]) -> list:
     return order
 
 
-def skip_outputs(ops: Iterable[Operation]) -> list[Tensor]:
-    return [op._output(0) for op in ops]
-
-
 def _unit_preds(build: _Build, scope: Frame, unit, fed: set[Tensor]) -> list:
     if isinstance(unit, Operation):
         ops = [unit]
     else:
-        ops = [op for op in unit.members]
+        ops = list(unit.members)
     preds = []
     for op in ops:
         for pred in _preds(op, fed):
@@ -277,7 +264,7 @@ class _FrameLayout:
         enter_set = set(self.enters)
         outside: dict[Tensor, None] = {}
         controls: dict[Operation, None] = {}
-        for op in sorted(members, key=lambda o: o.name):
+        for op in members:
             for tensor in op.inputs:
                 if op not in enter_set and (tensor.op not in members or tensor in build.fed):
                     outside[tensor] = None

@@ -11,6 +11,10 @@ compute after which step each value dies. It reports every unsupported op type a
 reads). Dead tensors of TF1 control flow are the ``DEAD`` sentinel: a step with a dead input is
 skipped and its outputs are dead, unless its kernel ``accepts_dead``. A Plan is immutable and
 shared by every thread running it; each run owns its slot list.
+
+TF1 while loops (Enter/Merge/NextIteration/Exit cycles) leave this loop as it is: at plan time
+``runtime/frames.py`` makes each loop frame one step whose call runs a plan of the loop body
+once per iteration (frames nest the same way).
 """
 
 from __future__ import annotations
@@ -262,7 +266,9 @@ class _StepBuilder:
         if op in self.controlled:
             self.control_slot[op] = self.new_slot()
         # A control input from outside this frame has no slot here: its frame's step orders it.
-        dead_inputs = inputs + tuple(self.control_slot[c] for c in op.control_inputs if c in self.control_slot)
+        dead_inputs = inputs + tuple(
+            self.control_slot[c] for c in op.control_inputs if c in self.control_slot
+        )
         outputs = tuple(out_slots) if multi else (out_slots[0] if out_slots else _SCRATCH)
         call = _grouped(kernel.call, signature, op)
         ctrl = self.control_slot.get(op, _SCRATCH)

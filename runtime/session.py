@@ -14,6 +14,7 @@ the Session's resources (variables).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -63,6 +64,7 @@ class Session:
         self._plans_version = self._graph.version
         self._lock = threading.Lock()
         self._closed = False
+        self.delegation_report = None  # set by delegate(): what runs in onnxruntime
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -157,6 +159,26 @@ class Session:
                 self._plans_version = self._graph.version
             self._plans[key] = plan
         return plan
+
+    # -- onnxruntime delegation ---------------------------------------------------------------
+    def delegate(self, options=None, signatures=None):
+        """Rewrites this Session's graph once so that clusters of ops run in onnxruntime.
+
+        Call after variables are restored and initialised (frozen reads take their values then).
+        ``options``: a ``runtime.onnx.DelegationOptions`` (``enabled=False`` keeps everything
+        native); ``signatures``: what will be run, as (feed names, fetch names) pairs, or None
+        for the whole graph. Returns the ``DelegationReport``, also kept as ``delegation_report``.
+        ``runtime.onnx`` is imported by name, on demand: onnxruntime loads only in Sessions that
+        delegate, and stays out of the static imports of the layers above the runtime.
+        """
+        return importlib.import_module("runtime.onnx").delegate(self, options, signatures)
+
+    def _replace_graph(self, graph: Graph) -> None:
+        """Runs ``graph`` (delegation's rewrite, same tensor names) from now on; plans are rebuilt."""
+        with self._lock:
+            self._graph = graph
+            self._plans = {}
+            self._plans_version = graph.version
 
     # -- feeds ------------------------------------------------------------------------------
     def _feed_tensor(self, key) -> Tensor:

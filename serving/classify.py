@@ -139,18 +139,28 @@ def post_process(
             "Tensors class and score should match in dim_size(1). "
             f"Got {classes.shape[1]} vs. {scores.shape[1]}",
         )
-    labels = None if classes is None else [[_label(v) for v in row] for row in classes.tolist()]
-    values = None if scores is None else scores.tolist()
     present = classes if classes is not None else scores
     num_classes = present.shape[1] if present is not None else 0
+    labels = None if classes is None else [[_label(v) for v in row] for row in classes.tolist()]
+    values = None if scores is None else scores.tolist()
+    # Setting fields one by one is the fastest protobuf offers here (measured: faster than
+    # building the wire bytes in Python, unlike Regress's fixed-size records).
+    add = result.classifications.add
     for i in range(num_examples):
-        row = result.classifications.add().classes
+        row = add().classes
         for c in range(num_classes):
             cls = row.add()
             if labels is not None:
                 cls.label = labels[i][c]
             if values is not None:
                 cls.score = values[i][c]
+
+
+def _label(value) -> str:
+    """Class.label is a proto3 string: bytes that are not UTF-8 are decoded with replacement."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
 
 
 def _check_output(value: np.ndarray, what: str, dtype_name: str, num_examples: int) -> None:
@@ -172,12 +182,6 @@ def _check_output(value: np.ndarray, what: str, dtype_name: str, num_examples: i
             None,
             f"Expected {what} output batch size of {num_examples}. Got: {value.shape[0]}",
         )
-
-
-def _label(value) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
 
 
 def _check_method_name(signature: meta_graph_pb2.SignatureDef) -> None:

@@ -6,9 +6,7 @@ Names and texts are TensorFlow's (``signature_constants``) and TF Serving's (``u
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator
 
 import numpy as np
 from google.protobuf import text_format
@@ -60,15 +58,11 @@ def serialize_as_tensor_content(core) -> bool:
     return bool(getattr(options, "enable_serialization_as_tensor_content", False))
 
 
-@contextlib.contextmanager
-def servable(core, model_spec: model_pb2.ModelSpec) -> Iterator:
-    """The servable for ``model_spec``, pinned while the block runs (a ServableHandle)."""
-    handle = core.servable_handle(model_spec)
-    if hasattr(handle, "__enter__"):
-        with handle as pinned:
-            yield pinned
-    else:
-        yield handle
+def servable(core, model_spec: model_pb2.ModelSpec):
+    """The servable for ``model_spec`` as a ServableHandle: ``with signatures.servable(...) as s``
+    pins that version until the block ends (``serving.servable.Servable`` is its own context
+    manager)."""
+    return core.servable_handle(model_spec)
 
 
 def debug_string(message) -> str:
@@ -101,15 +95,14 @@ def signature_defs(servable) -> dict[str, meta_graph_pb2.SignatureDef]:
 _NO_TIMEOUT_MS = 2**31 - 1  # TF Serving's DeadlineToTimeoutMillis saturates here
 
 
-def run_options(deadline: float | None) -> config_pb2.RunOptions:
+def run_options(deadline: float | None) -> config_pb2.RunOptions | None:
     """RunOptions for one request: the time left before its deadline (seconds) becomes
     ``timeout_in_ms``, as TF Serving's ``--enforce_session_run_timeout`` does. A deadline already
     passed still gets 1 ms, so the Session fails fast instead of running unbounded. grpc reports
     a call without a deadline as ~infinite time left: that is no timeout (0), as in TF."""
-    options = config_pb2.RunOptions()
-    if deadline is not None and deadline * 1000 < _NO_TIMEOUT_MS:
-        options.timeout_in_ms = max(1, int(deadline * 1000))
-    return options
+    if deadline is None or deadline * 1000 >= _NO_TIMEOUT_MS:
+        return None  # the Session's default: no timeout
+    return config_pb2.RunOptions(timeout_in_ms=max(1, int(deadline * 1000)))
 
 
 def serialized_examples(input_: input_pb2.Input) -> np.ndarray:
@@ -137,7 +130,7 @@ def check_feed_dtypes(expected_and_fed: list[tuple[int, int]]) -> None:
     int32 is provided" (INVALID_ARGUMENT). ``expected_and_fed`` is in feed order; an expected
     DT_INVALID (no dtype in the TensorInfo) is not checked."""
     for index, (expected, fed) in enumerate(expected_and_fed):
-        if expected != dtypes.DT_INVALID and dtypes.base_dtype(expected) != fed:
+        if expected != fed and expected != dtypes.DT_INVALID and dtypes.base_dtype(expected) != fed:
             raise errors.InvalidArgumentError(
                 None,
                 None,

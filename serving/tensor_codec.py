@@ -187,21 +187,20 @@ def dtype_of(array: np.ndarray, hint: int | None = None) -> int:
 
 
 def encode_into(proto: tensor_pb2.TensorProto, array, dtype: int | None = None) -> None:
-    """Fill an empty TensorProto the way ``Tensor::AsProtoField`` does."""
+    """Fill an empty TensorProto the way ``Tensor::AsProtoField`` does (one parse of built bytes)."""
     array = np.asarray(array)
     dtype = dtype_of(array, dtype)
-    proto.dtype = dtype
-    _set_shape(proto, array.shape)
+    wire = _header(dtype, array.shape)
     if array.size:
-        proto.MergeFromString(_field_bytes(dtype, array.reshape(-1)))
+        wire += _field_bytes(dtype, array.reshape(-1))
+    proto.MergeFromString(wire)
 
 
 def encode_content_into(proto: tensor_pb2.TensorProto, array, dtype: int | None = None) -> None:
     """Fill an empty TensorProto the way ``Tensor::AsProtoTensorContent`` does."""
     array = np.asarray(array)
     dtype = dtype_of(array, dtype)
-    proto.dtype = dtype
-    _set_shape(proto, array.shape)
+    proto.MergeFromString(_header(dtype, array.shape))
     if not array.size:
         return
     if dtype == dtypes.DT_STRING:
@@ -218,11 +217,11 @@ def make_tensor_proto(array, dtype: int | None = None) -> tensor_pb2.TensorProto
     return proto
 
 
-def _set_shape(proto: tensor_pb2.TensorProto, shape: tuple[int, ...]) -> None:
-    tensor_shape = proto.tensor_shape
-    tensor_shape.SetInParent()
-    for size in shape:
-        tensor_shape.dim.add().size = size
+def _header(dtype: int, shape: tuple[int, ...]) -> bytes:
+    """Wire bytes of ``dtype`` (field 1) and ``tensor_shape`` (field 2, present even when empty,
+    as TF writes it): each dim is ``Dim{size}`` in ``TensorShapeProto.dim`` (field 2)."""
+    dims = b"".join(_DIM_KEY + _varint(len(size)) + size for size in (_SIZE_KEY + _varint(d) for d in shape))
+    return _DTYPE_KEY + _varint(dtype) + _SHAPE_KEY + _varint(len(dims)) + dims
 
 
 def _as_bytes(value) -> bytes:
@@ -244,12 +243,12 @@ def _field_bytes(dtype: int, flat: np.ndarray) -> bytes:
         payload = _varints(flat.astype(np.uint64))
     else:  # signed: two's complement over 64 bits, as protobuf encodes int32 and int64
         payload = _varints(flat.astype(np.int64).view(np.uint64))
-    return _key(number, 2) + _varint(len(payload)) + payload
+    return _FIELD_KEY[number] + _varint(len(payload)) + payload
 
 
 def _strings_field(number: int, flat: np.ndarray) -> bytes:
     items = [_as_bytes(v) for v in flat.tolist()]
-    key = _key(number, 2)
+    key = _FIELD_KEY[number]
     lengths = _varint_list([len(v) for v in items])
     return b"".join(key + length + item for length, item in zip(lengths, items, strict=True))
 
@@ -259,6 +258,8 @@ def _key(number: int, wire_type: int) -> bytes:
 
 
 def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return _SMALL_VARINTS[value]
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
@@ -268,7 +269,15 @@ def _varint(value: int) -> bytes:
 
 
 def _varint_list(values: list[int]) -> list[bytes]:
-    return [bytes((v,)) if v < 0x80 else _varint(v) for v in values]
+    return [_SMALL_VARINTS[v] if v < 0x80 else _varint(v) for v in values]
+
+
+_SMALL_VARINTS = [bytes((v,)) for v in range(0x80)]
+_FIELD_KEY = {number: _key(number, 2) for _, number in _FIELD.values()}
+_DTYPE_KEY = _key(1, 0)  # TensorProto.dtype
+_SHAPE_KEY = _key(2, 2)  # TensorProto.tensor_shape
+_DIM_KEY = _key(2, 2)  # TensorShapeProto.dim
+_SIZE_KEY = _key(1, 0)  # TensorShapeProto.Dim.size
 
 
 def _varints(values: np.ndarray) -> bytes:

@@ -164,15 +164,20 @@ def ones_like(x):
     return np.ones_like(x)
 
 
+def _num(value) -> str:
+    """A number as TF's StrCat writes it: integers in full, floats with 6 significant digits."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
 @kernel("Range")
 def range_(start, limit, delta, *, Tidx=dtypes.DT_INT32):
     start, limit, delta = (np.asarray(v).item() for v in (start, limit, delta))
     if delta == 0:
         raise invalid(f"Requires delta != 0: {delta}")
     if delta > 0 and start > limit:
-        raise invalid(f"Requires start <= limit when delta > 0: {start:g}/{limit:g}")
+        raise invalid(f"Requires start <= limit when delta > 0: {_num(start)}/{_num(limit)}")
     if delta < 0 and start < limit:
-        raise invalid(f"Requires start >= limit when delta < 0: {start:g}/{limit:g}")
+        raise invalid(f"Requires start >= limit when delta < 0: {_num(start)}/{_num(limit)}")
     dtype = dtypes.as_numpy_dtype(Tidx)
     if dtype.kind in "iu":
         count = (abs(limit - start) + abs(delta) - 1) // abs(delta)

@@ -45,12 +45,49 @@ def control_trigger():
     return None
 
 
+def _element(value) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    if isinstance(value, (np.floating, float)):
+        text = str(value)
+        return text[:-2] if text.endswith(".0") else text
+    return str(value)
+
+
 def _summarize(value, summarize: int) -> str:
-    """A tensor as TF's Assert prints it: its first ``summarize`` values (all when negative)."""
-    flat = np.asarray(value).reshape(-1)
-    shown = flat if summarize < 0 else flat[:summarize]
-    text = " ".join(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in shown)
-    return text + ("..." if len(shown) < flat.size else "")
+    """A tensor as TF's ``Tensor::SummarizeValue`` prints it: nested brackets per dimension,
+    the first ``summarize`` values (all when negative), "..." where values were left out."""
+    array = np.asarray(value)
+    flat = array.reshape(-1)
+    limit = flat.size if summarize < 0 else min(summarize, flat.size)
+    if array.ndim == 0:
+        return _element(flat[0]) if limit else "..."
+    out: list[str] = []
+    index = 0
+
+    def dim(axis: int) -> None:
+        nonlocal index
+        if index >= limit:
+            return
+        if axis == array.ndim - 1:
+            for i in range(array.shape[axis]):
+                if index >= limit:
+                    if axis != 0:
+                        out.append("...")
+                    return
+                out.append((" " if i else "") + _element(flat[index]))
+                index += 1
+            return
+        for _ in range(array.shape[axis]):
+            opened = index < limit
+            if opened:
+                out.append("[")
+            dim(axis + 1)
+            if index < limit or opened:
+                out.append("]")
+
+    dim(0)
+    return "".join(out) + ("..." if flat.size > limit else "")
 
 
 @kernel("Assert", stateful=True)

@@ -35,7 +35,7 @@ def _shape_from_tensor(shape) -> tuple | None:
     shape = np.asarray(shape)
     if shape.ndim == 0:
         if int(shape) != -1:
-            raise invalid(f"The only valid scalar shape tensor is the fully unknown shape specified as -1.")
+            raise invalid("The only valid scalar shape tensor is the fully unknown shape specified as -1.")
         return None
     return tuple(None if int(d) < 0 else int(d) for d in shape.reshape(-1))
 
@@ -87,12 +87,12 @@ def _check_item(lst: TensorList, item: np.ndarray) -> None:
         )
 
 
-def _zeros(lst: TensorList, shape: tuple | None, what: str) -> np.ndarray:
+def _zeros(lst: TensorList, shape: tuple | None) -> np.ndarray:
     shape = _merge(lst.element_shape, shape)
     if shape is None or any(d is None for d in shape):
         raise invalid(
             f"Trying to read an uninitialized tensor but element_shape is not fully defined: "
-            f"{_shape_text(shape)} and no list element is set. ({what})"
+            f"{_shape_text(shape)} and no list element is set."
         )
     return np.zeros(shape, dtypes.as_numpy_dtype(lst.element_dtype))
 
@@ -111,16 +111,14 @@ def _stacked(lst: TensorList, items, shape: tuple | None) -> np.ndarray:
                 f"{_shape_text(known)}"
             )
         return np.zeros((0, *known), np_dtype)
-    filled = [item if item is not None else _zeros(lst, known, "stack") for item in items]
+    filled = [item if item is not None else _zeros(lst, known) for item in items]
     return np.stack([np.asarray(x, np_dtype) for x in filled])
 
 
 def _index(lst: TensorList, index) -> int:
     index = int(index)
     if not 0 <= index < len(lst.items):
-        raise invalid(
-            f"Trying to access element {index} in a list with {len(lst.items)} elements."
-        )
+        raise invalid(f"Trying to access element {index} in a list with {len(lst.items)} elements.")
     return index
 
 
@@ -142,7 +140,11 @@ def tensor_list_from_tensor(tensor, element_shape, *, element_dtype):
     tensor = np.asarray(tensor)
     if tensor.ndim < 1:
         raise invalid(f"Tensor must be at least a vector, but saw shape: {shape_str(tensor.shape)}")
-    shape = _merge(_shape_from_tensor(element_shape), tensor.shape[1:])
+    shape = _shape_from_tensor(element_shape)
+    if not _compatible(tensor.shape[1:], shape):
+        raise invalid(
+            f"Specified a list with shape {_shape_text(shape)} from a tensor with shape {shape_str(tensor.shape[1:])}"
+        )
     return TensorList(tuple(tensor), element_dtype, shape)
 
 
@@ -165,7 +167,7 @@ def tensor_list_get_item(input_handle, index, element_shape, *, element_dtype):
     lst = _check_list(input_handle, element_dtype)
     item = lst.items[_index(lst, index)]
     if item is None:
-        return _zeros(lst, _shape_from_tensor(element_shape), "get item")
+        return _zeros(lst, _shape_from_tensor(element_shape))
     return item
 
 
@@ -188,8 +190,10 @@ def tensor_list_set_item(input_handle, index, item, *, element_dtype, resize_if_
 def tensor_list_stack(input_handle, element_shape, *, element_dtype, num_elements=-1):
     lst = _check_list(input_handle, element_dtype)
     if num_elements != -1 and num_elements != len(lst.items):
-        raise invalid(f"Operation expected a list with {num_elements} elements but got a list with "
-                      f"{len(lst.items)} elements.")
+        raise invalid(
+            f"Operation expected a list with {num_elements} elements but got a list with "
+            f"{len(lst.items)} elements."
+        )
     return _stacked(lst, lst.items, _shape_from_tensor(element_shape))
 
 
@@ -216,7 +220,7 @@ def tensor_list_pop_back(input_handle, element_shape, *, element_dtype):
         raise invalid("Trying to pop from an empty list.")
     item = lst.items[-1]
     if item is None:
-        item = _zeros(lst, _shape_from_tensor(element_shape), "pop back")
+        item = _zeros(lst, _shape_from_tensor(element_shape))
     return lst._replace(items=lst.items[:-1]), item
 
 
@@ -255,8 +259,10 @@ def _concat(lst: TensorList, shape: tuple | None, leading: np.ndarray | None):
     lengths = np.array([p.shape[0] for p in pieces], np.int64)
     if not pieces:
         if inner is None or any(d is None for d in inner):
-            raise invalid("All except the first dimension must be fully defined when concating an empty "
-                          "tensor list. element_shape: " + _shape_text(shape))
+            raise invalid(
+                "All except the first dimension must be fully defined when concating an empty "
+                "tensor list. element_shape: " + _shape_text(shape)
+            )
         return np.zeros((0, *inner), np_dtype), lengths
     return np.concatenate(pieces), lengths
 
@@ -277,25 +283,26 @@ def tensor_list_split(tensor, element_shape, lengths, *, element_dtype):
     tensor = np.asarray(tensor)
     if tensor.ndim < 1:
         raise invalid(f"Tensor must be at least a vector, but saw shape: {shape_str(tensor.shape)}")
-    lengths = np.asarray(lengths).reshape(-1).astype(np.int64)
-    if lengths.sum() != tensor.shape[0] or np.any(lengths < 0):
-        raise invalid(
-            f"Unaligned lengths: sum of lengths {int(lengths.sum())} != dimension 0 of tensor "
-            f"{tensor.shape[0]}"
-        )
-    bounds = np.concatenate([[0], np.cumsum(lengths)])
-    items = tuple(tensor[bounds[i] : bounds[i + 1]] for i in range(lengths.size))
-    shape = _shape_from_tensor(element_shape)
-    if shape is not None and len(shape) > 0:
-        shape = (None, *_merge(shape[1:], tensor.shape[1:]))
-    return TensorList(items, element_dtype, shape)
+    items, start = [], 0
+    for length in np.asarray(lengths).reshape(-1):
+        length = int(length)
+        if length < 0:
+            raise invalid(f"Invalid value in lengths: {length}")
+        if start + length > tensor.shape[0]:
+            raise invalid(
+                f"Attempting to slice [{start}, {start + length}] from tensor with length {tensor.shape[0]}"
+            )
+        items.append(tensor[start : start + length])
+        start += length
+    if start != tensor.shape[0]:
+        raise invalid(f"Unused values in tensor. Length of tensor: {tensor.shape[0]} Values used: {start}")
+    return TensorList(tuple(items), element_dtype, _shape_from_tensor(element_shape))
 
 
 def _scatter(items: list, tensor: np.ndarray, indices: np.ndarray) -> list:
     if tensor.shape[:1] != indices.shape:
         raise invalid(
-            f"Specified a list with shape {shape_str(tensor.shape)} from a tensor with "
-            f"{indices.size} indices"
+            f"Specified a list with shape {shape_str(tensor.shape)} from a tensor with {indices.size} indices"
         )
     for row, index in zip(tensor, indices):
         index = int(index)

@@ -7,9 +7,20 @@ kernels here only turn each op's inputs and attrs into its ``Config`` and lay ou
 from __future__ import annotations
 
 import numpy as np
+from google.protobuf.message import DecodeError
 
-from runtime import dtypes, errors
-from runtime.example_parser import Config, DenseSpec, RaggedSpec, SparseSpec, parse_examples
+from apis.tensorflow.core.framework import tensor_pb2
+from runtime import dtypes, errors, tensor_util
+from runtime.example_parser import (
+    Config,
+    DenseSpec,
+    FeatureListDenseSpec,
+    RaggedSpec,
+    SequenceConfig,
+    SparseSpec,
+    parse_examples,
+    parse_sequence_examples,
+)
 from runtime.kernels.registry import kernel
 
 
@@ -84,15 +95,43 @@ def parse_example_v2(
 ):
     """Outputs: sparse indices, values, shapes (num_sparse each), dense values, ragged values, splits."""
     batch, names, scalar = _batch(serialized, names)
-    config = Config(
-        dense=_dense_specs(_strings(dense_keys), list(dense_defaults), list(Tdense), list(dense_shapes)),
-        sparse=tuple(SparseSpec(k, t) for k, t in zip(_strings(sparse_keys), sparse_types)),
-        ragged=tuple(
-            RaggedSpec(k, t, s)
-            for k, t, s in zip(_strings(ragged_keys), ragged_value_types, ragged_split_types)
-        ),
+    dense_defaults = list(dense_defaults)
+    key = (
+        tuple(_strings(sparse_keys)),
+        tuple(_strings(dense_keys)),
+        tuple(_strings(ragged_keys)),
+        tuple(Tdense),
+        tuple(sparse_types),
+        tuple(ragged_value_types),
+        tuple(ragged_split_types),
+        tuple(tuple(s) if s is not None else None for s in dense_shapes),
+        tuple(_content(d) for d in dense_defaults),
     )
+    config = _CONFIGS.get(key)
+    if config is None:
+        config = Config(
+            dense=_dense_specs(list(key[1]), dense_defaults, list(Tdense), list(dense_shapes)),
+            sparse=tuple(SparseSpec(k, t) for k, t in zip(key[0], sparse_types)),
+            ragged=tuple(
+                RaggedSpec(k, t, s) for k, t, s in zip(key[2], ragged_value_types, ragged_split_types)
+            ),
+        )
+        if len(_CONFIGS) >= _MAX_CONFIGS:
+            _CONFIGS.clear()
+        _CONFIGS[key] = config
     return tuple(x for group in parse_examples(batch, names, config, scalar) for x in group)
+
+
+# Configs by their inputs' contents and attrs: a served graph parses with the same keys and defaults
+# on every request, and building a Config costs as much as parsing one Example.
+_CONFIGS: dict[tuple, Config] = {}
+_MAX_CONFIGS = 64
+
+
+def _content(value) -> tuple:
+    array = np.asarray(value)
+    data = tuple(array.reshape(-1).tolist()) if array.dtype == object else array.tobytes()
+    return array.dtype.str, array.shape, data
 
 
 @kernel("ParseExample")
@@ -129,6 +168,57 @@ def parse_single_example(
     )
     groups = parse_examples([value.item()], [], config, True)
     return tuple(x for group in groups[:4] for x in group)
+
+
+@kernel("ParseSequenceExampleV2")
+def parse_sequence_example_v2(
+    serialized, debug_name, context_sparse_keys, context_dense_keys, context_ragged_keys,
+    feature_list_sparse_keys, feature_list_dense_keys, feature_list_ragged_keys,
+    feature_list_dense_missing_assumed_empty, context_dense_defaults, *, Ncontext_sparse=0, Tcontext_dense=(),
+    context_sparse_types=(), context_ragged_value_types=(), context_ragged_split_types=(),
+    context_dense_shapes=(), Nfeature_list_sparse=0, Nfeature_list_dense=0, feature_list_dense_types=(),
+    feature_list_sparse_types=(), feature_list_ragged_value_types=(), feature_list_ragged_split_types=(),
+    feature_list_dense_shapes=()
+):  # fmt: skip
+    """Context as ParseExampleV2; feature lists as sparse, padded dense (+ lengths) and ragged."""
+    batch, names, scalar = _batch(serialized, debug_name)
+    context = Config(
+        dense=_dense_specs(
+            _strings(context_dense_keys), list(context_dense_defaults), list(Tcontext_dense),
+            list(context_dense_shapes),
+        ),
+        sparse=tuple(SparseSpec(k, t) for k, t in zip(_strings(context_sparse_keys), context_sparse_types)),
+        ragged=tuple(
+            RaggedSpec(k, t, s)
+            for k, t, s in zip(_strings(context_ragged_keys), context_ragged_value_types, context_ragged_split_types)
+        ),
+    )  # fmt: skip
+    assumed_empty = set(_strings(feature_list_dense_missing_assumed_empty))
+    if np.asarray(feature_list_dense_missing_assumed_empty).dtype == np.bool_:
+        flags = np.asarray(feature_list_dense_missing_assumed_empty).reshape(-1).tolist()
+        keys = _strings(feature_list_dense_keys)
+        assumed_empty = {k for k, flag in zip(keys, flags) if flag}
+    lists = SequenceConfig(
+        dense=tuple(
+            FeatureListDenseSpec(k, t, tuple(s or ()), k in assumed_empty)
+            for k, t, s in zip(
+                _strings(feature_list_dense_keys), feature_list_dense_types, feature_list_dense_shapes
+            )
+        ),
+        sparse=tuple(
+            SparseSpec(k, t) for k, t in zip(_strings(feature_list_sparse_keys), feature_list_sparse_types)
+        ),
+        ragged=tuple(
+            RaggedSpec(k, t, s)
+            for k, t, s in zip(
+                _strings(feature_list_ragged_keys),
+                feature_list_ragged_value_types,
+                feature_list_ragged_split_types,
+            )
+        ),
+    )
+    groups = parse_sequence_examples(batch, names, context, lists, scalar)
+    return tuple(x for group in groups for x in group)
 
 
 _DECODE_RAW = {
@@ -226,3 +316,123 @@ def _to_number(raw: bytes, out_type: int, numpy_dtype):
     if not info.min <= value <= info.max:
         raise fail
     return value
+
+
+@kernel("ParseTensor")
+def parse_tensor(serialized, *, out_type):
+    """A serialized TensorProto back to its tensor; its dtype must be ``out_type``."""
+    proto = tensor_pb2.TensorProto()
+    try:
+        proto.ParseFromString(np.asarray(serialized, dtype=object).item())
+    except DecodeError:
+        raise errors.InvalidArgumentError(
+            None, None, "Could not parse `serialized` as TensorProto, base64: ..."
+        ) from None
+    if proto.dtype != out_type:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Type mismatch between parsed tensor ({dtypes.name(proto.dtype)}) and dtype "
+            f"({dtypes.name(out_type)})",
+        )
+    return tensor_util.make_ndarray(proto)
+
+
+# --------------------------------------------------------------------------------- CSV
+
+
+@kernel("DecodeCSV")
+def decode_csv(records, record_defaults, *, OUT_TYPE, field_delim=",", use_quote_delim=True, na_value="",
+               select_cols=()):  # fmt: skip
+    """One output per column: RFC 4180 fields (quotes optional), empty or ``na_value`` -> default."""
+    rows = np.asarray(records, dtype=object)
+    delim = field_delim.encode() if isinstance(field_delim, str) else field_delim
+    na = na_value.encode() if isinstance(na_value, str) else na_value
+    columns = [[] for _ in record_defaults]
+    wanted = list(select_cols) or list(range(len(record_defaults)))
+    for r, record in enumerate(rows.reshape(-1).tolist()):
+        fields = _csv_fields(record, delim, use_quote_delim, r)
+        if select_cols:
+            if len(fields) <= wanted[-1]:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Expect {len(wanted)} fields but have {len(fields)} in record {r}"
+                )
+            fields = [fields[c] for c in wanted]
+        elif len(fields) != len(record_defaults):
+            raise errors.InvalidArgumentError(
+                None, None, f"Expect {len(record_defaults)} fields but have {len(fields)} in record {r}"
+            )
+        for f, (text, default, dtype) in enumerate(zip(fields, record_defaults, OUT_TYPE)):
+            columns[f].append(_csv_value(text, np.asarray(default), dtype, na, f, r))
+    out = []
+    for values, dtype in zip(columns, OUT_TYPE):
+        array = np.empty(len(values), dtype=dtypes.as_numpy_dtype(dtype))
+        array[:] = values
+        out.append(array.reshape(rows.shape))
+    return tuple(out)
+
+
+def _csv_fields(record: bytes, delim: bytes, quotes: bool, r: int) -> list[bytes]:
+    fields, i, n = [], 0, len(record)
+    while True:
+        if quotes and i < n and record[i : i + 1] == b'"':
+            value, i = bytearray(), i + 1
+            while True:
+                if i >= n:
+                    raise errors.InvalidArgumentError(
+                        None,
+                        None,
+                        f"Quoted field has to end with quote followed by delim or end of record {r}",
+                    )
+                if record[i : i + 1] == b'"':
+                    if record[i + 1 : i + 2] == b'"':
+                        value += b'"'
+                        i += 2
+                        continue
+                    i += 1
+                    break
+                value += record[i : i + 1]
+                i += 1
+            if i < n and record[i : i + 1] != delim:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Quote inside a string has to be escaped by another quote in record {r}"
+                )
+            fields.append(bytes(value))
+        else:
+            end = record.find(delim, i)
+            end = n if end < 0 else end
+            field = record[i:end]
+            if quotes and b'"' in field:
+                raise errors.InvalidArgumentError(
+                    None, None, f"Unquoted fields cannot have quotes inside in record {r}"
+                )
+            fields.append(field)
+            i = end
+        if i >= n:
+            return fields
+        i += len(delim)
+        if i >= n:
+            fields.append(b"")
+            return fields
+
+
+def _csv_value(text: bytes, default: np.ndarray, dtype: int, na: bytes, f: int, r: int):
+    if not text or text == na:
+        if default.size == 0:
+            raise errors.InvalidArgumentError(None, None, f"Field {f} is required but missing in record {r}!")
+        return default.reshape(-1)[0]
+    if dtype == dtypes.DT_STRING:
+        return text
+    name = dtypes.name(dtype)
+    try:
+        if dtype in (dtypes.DT_FLOAT, dtypes.DT_DOUBLE):
+            return float(text)
+        value = int(text)
+        info = np.iinfo(dtypes.as_numpy_dtype(dtype))
+        if not info.min <= value <= info.max:
+            raise ValueError
+        return value
+    except ValueError:
+        raise errors.InvalidArgumentError(
+            None, None, f"Field {f} in record {r} is not a valid {name}: {text.decode('utf-8', 'replace')}"
+        ) from None

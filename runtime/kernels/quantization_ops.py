@@ -70,8 +70,11 @@ def _quantize_and_dequantize(
     if axis != -1:
         shape[axis] = -1
     for name, bound in (("input_min", input_min), ("input_max", input_max)):
-        if np.asarray(bound).ndim:  # TF 2.21's kernels take scalar bounds only
+        bound = np.asarray(bound)
+        if axis == -1 and bound.ndim:
             raise invalid(f"{name} must be a scalar.")
+        if axis != -1 and bound.ndim and bound.shape != (x.shape[axis],):
+            raise invalid(f"{name} has incorrect size, expected {x.shape[axis]} was {bound.size}")
     if range_given:
         lo = np.asarray(input_min, x.dtype).reshape(shape if axis != -1 else ())
         hi = np.asarray(input_max, x.dtype).reshape(shape if axis != -1 else ())

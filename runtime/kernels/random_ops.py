@@ -302,3 +302,48 @@ def stateless_truncated_normal_v2(shape, key, counter, alg, *, dtype=dtypes.DT_F
 @kernel("StatelessTruncatedNormal", const_inputs=(0,))
 def stateless_truncated_normal(shape, seed, *, dtype=dtypes.DT_FLOAT):
     return _truncated_normal(shape, *_seed_key_counter(seed), dtypes.as_numpy_dtype(dtype))
+
+
+# --------------------------------------------------------------------------- multinomial
+
+
+def _multinomial(logits, num_samples, key, counter, output_dtype) -> np.ndarray:
+    """TF's MultinomialFunctor: an unnormalised CDF over the finite logits in double, searched
+    with one uniform double (two consecutive words) per sample, rows drawing one after another
+    from a single word stream."""
+    n = int(np.asarray(num_samples))
+    if logits.ndim != 2:
+        raise invalid(f"logits should be a matrix, got shape {shape_str(logits.shape)}")
+    if n < 0:
+        raise invalid(f"num_samples should be nonnegative, got {n}")
+    batch, classes = logits.shape
+    if classes == 0 and n > 0:
+        raise invalid("num_classes should be positive, got 0")
+    dtype = dtypes.as_numpy_dtype(output_dtype)
+    if batch == 0 or n == 0:
+        return np.zeros((batch, n), dtype)
+    x = logits.astype(np.float64)
+    finite = np.isfinite(x)
+    top = np.max(np.where(finite, x, -np.inf), axis=1, keepdims=True)
+    top = np.where(np.isfinite(top), top, np.finfo(logits.dtype).min if logits.dtype.kind == "f" else 0.0)
+    with np.errstate(all="ignore"):
+        weights = np.where(finite, np.exp(x - top), 0.0)
+    cdf = np.cumsum(weights, axis=1)
+    words = philox(key, counter, -(-batch * n * 2 // 4)).reshape(-1)[: batch * n * 2]
+    uniform = _uniform_bits(words.reshape(-1, 2), np.dtype(np.float64)).reshape(batch, n)
+    targets = uniform * cdf[:, -1:]
+    samples = np.stack([np.searchsorted(cdf[b], targets[b], side="right") for b in range(batch)])
+    return out(samples, dtype)
+
+
+@kernel("StatelessMultinomial", const_inputs=(1,))
+def stateless_multinomial(logits, num_samples, seed, *, output_dtype=dtypes.DT_INT64):
+    return _multinomial(logits, num_samples, *_seed_key_counter(seed), output_dtype)
+
+
+@kernel("Multinomial", stateful=True, const_inputs=(1,))
+def multinomial(logits, num_samples, *, seed=0, seed2=0, output_dtype=dtypes.DT_INT64):
+    entropy = _generator(seed, seed2).integers(0, 2**32, size=6, dtype=np.uint64)
+    key = (int(entropy[0]), int(entropy[1]))
+    counter = tuple(int(v) for v in entropy[2:6])
+    return _multinomial(logits, num_samples, key, counter, output_dtype)

@@ -14,7 +14,7 @@ import farmhash
 import numpy as np
 
 from runtime import dtypes, errors
-from runtime.hashing import fingerprint_cat64
+from runtime.hashing import fingerprint_cat64, siphash24
 from runtime.kernels.registry import kernel
 
 
@@ -366,6 +366,31 @@ def sparse_cross_v2(indices, values, shapes, dense_inputs, sep):
     return _crossed_output(batch, columns, lambda combo: separator.join(_as_text(v) for v in combo), object)
 
 
+@kernel("SparseCrossHashed")
+def sparse_cross_hashed(indices, values, shapes, dense_inputs, num_buckets, strong_hash, salt):
+    """TF's V2 hashed cross: the first feature's hash seeds the chain (no hash key); strings hash
+    with FarmHash, or SipHash keyed by ``salt`` when ``strong_hash``. Integer inputs are refused:
+    their hashing is not reproduced yet."""
+    for value in list(values) + list(dense_inputs):
+        if np.asarray(value).dtype != object:
+            raise errors.UnimplementedError(
+                None, None, "SparseCrossHashed over integer features is not supported; cast them to strings"
+            )
+    batch, columns = _cross_columns(indices, values, shapes, dense_inputs)
+    k0, k1 = (int(s) & 0xFFFFFFFFFFFFFFFF for s in np.asarray(salt).reshape(-1)[:2])
+    strong = bool(np.asarray(strong_hash))
+    buckets = int(np.asarray(num_buckets))
+
+    def combine(combo) -> int:
+        hashes = [siphash24(k0, k1, v) if strong else farmhash.fingerprint64(v) for v in combo]
+        hashed = hashes[0]
+        for value in hashes[1:]:
+            hashed = fingerprint_cat64(hashed, value)
+        return hashed % buckets if buckets > 0 else hashed % (2**63 - 1)
+
+    return _crossed_output(batch, columns, combine, np.int64)
+
+
 # --------------------------------------------------------------------------------- ragged
 
 
@@ -455,3 +480,47 @@ def ragged_tensor_to_tensor(shape, values, default_value, row_partition_tensors,
             else:
                 out[prefix] = inner
     return out
+
+
+# --------------------------------------------------------------------------------- bincounts
+
+
+def _bincount(rows: np.ndarray, nrows: int, values: np.ndarray, size, weights, binary_output: bool):
+    size = int(np.asarray(size))
+    if size < 0:
+        raise _invalid(f"size ({size}) must be non-negative")
+    weights = np.asarray(weights)
+    if values.size and values.min() < 0:
+        raise _invalid("Input must be non-negative")
+    out = np.zeros((nrows, size), dtype=weights.dtype)
+    keep = values < size
+    rows, columns = rows[keep], values[keep].astype(np.int64)
+    if binary_output:
+        out[rows, columns] = 1
+    elif weights.size:
+        np.add.at(out, (rows, columns), weights.reshape(-1)[keep])
+    else:
+        np.add.at(out, (rows, columns), 1)
+    return out
+
+
+@kernel("RaggedBincount")
+def ragged_bincount(splits, values, size, weights, *, binary_output=False):
+    """Per ragged row, counts (or summed weights, or presence) of each value below ``size``."""
+    splits = np.asarray(splits, dtype=np.int64)
+    values = np.asarray(values).reshape(-1)
+    nrows = len(splits) - 1
+    rows = np.repeat(np.arange(nrows, dtype=np.int64), np.diff(splits))
+    return _bincount(rows, nrows, values, size, weights, binary_output)
+
+
+@kernel("SparseBincount")
+def sparse_bincount(indices, values, dense_shape, size, weights, *, binary_output=False):
+    """Counts per row of a rank-2 SparseTensor (one row of counts for rank 1)."""
+    indices = np.asarray(indices, dtype=np.int64)
+    values = np.asarray(values).reshape(-1)
+    shape = np.asarray(dense_shape).reshape(-1)
+    if len(shape) == 1:
+        out = _bincount(np.zeros(len(values), np.int64), 1, values, size, weights, binary_output)
+        return out.reshape(-1)
+    return _bincount(indices[:, 0], int(shape[0]), values, size, weights, binary_output)

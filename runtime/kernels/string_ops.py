@@ -635,3 +635,47 @@ def _b64decode(s: bytes) -> bytes:
 @kernel("DecodeBase64")
 def decode_base64(input):
     return _map(input, _b64decode)
+
+
+# --------------------------------------------------------------------------------- n-grams
+
+
+@kernel("StringNGrams")
+def string_ngrams(
+    data, data_splits, *, separator, ngram_widths, left_pad, right_pad, pad_width, preserve_short_sequences
+):  # fmt: skip
+    """N-grams of each ragged row, every width in turn, padded as TF pads (TextVectorization's ngrams)."""
+    tokens = _strings(data).reshape(-1).tolist()
+    splits = np.asarray(data_splits)
+    sep, left, right = (x.encode() if isinstance(x, str) else x for x in (separator, left_pad, right_pad))
+
+    def padding(width: int) -> int:
+        return min(width - 1 if pad_width < 0 else pad_width, width - 1)
+
+    def count(length: int, width: int) -> int:
+        return max(0, length + 2 * padding(width) - width + 1)
+
+    def ngrams(row: list, width: int, number: int) -> list[bytes]:
+        pad = padding(width)
+        out = []
+        for k in range(number):
+            left_n = max(0, pad - k)
+            right_n = max(0, pad - (number - (k + 1)))
+            start = 0 if left_n > 0 else k - pad
+            middle = row[start : start + width - left_n - right_n]
+            out.append(sep.join([left] * left_n + middle + [right] * right_n))
+        return out
+
+    values: list[bytes] = []
+    out_splits = [0]
+    for start, stop in zip(splits[:-1].tolist(), splits[1:].tolist()):
+        row = tokens[start:stop]
+        produced = len(values)
+        for width in ngram_widths:
+            values += ngrams(row, width, count(len(row), width))
+        if preserve_short_sequences and len(values) == produced and row:
+            values += ngrams(row, len(row) + 2 * pad_width, 1)
+        out_splits.append(len(values))
+    result = np.empty(len(values), dtype=object)
+    result[:] = values
+    return result, np.array(out_splits, dtype=splits.dtype)

@@ -11,6 +11,8 @@ cleared index twice when ``clear_after_read``.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from runtime import dtypes
@@ -19,6 +21,7 @@ from runtime.kernels.registry import kernel
 
 _FLOW = np.float32(0)
 _CLEARED = object()
+_COUNTER = itertools.count()
 
 
 def _text(shape: tuple | None) -> str:
@@ -83,12 +86,12 @@ class TensorArray:
 
     def read(self, index: int, element_shape: tuple | None = None):
         if not 0 <= index < len(self.items):
-            raise self.error(f"Tried to read from index {index} but array size is: {len(self.items)}")
+            raise invalid(f"Tried to read from index {index} but array size is: {len(self.items)}")
         value = self.items[index]
         if value is _CLEARED:
             raise self.error(
                 f"Could not read index {index} twice because it was cleared after a previous read "
-                "(perhaps try setting clear_after_read = false?)"
+                "(perhaps try setting clear_after_read = false?)."
             )
         if value is None:
             shape = self.element_shape if _defined(self.element_shape) else element_shape
@@ -127,8 +130,11 @@ def tensor_array_v3(
     size = int(size)
     if size < 0:
         raise invalid(f"Size should be >= 0, but saw: {size}")
-    name = tensor_array_name or ctx.name
-    array = TensorArray(name, size, dtype, element_shape, dynamic_size, clear_after_read, identical_element_shapes)
+    # TF names each array after the attr (else the node) plus a process-wide counter.
+    name = f"{tensor_array_name or ctx.name}_{next(_COUNTER)}"
+    array = TensorArray(
+        name, size, dtype, element_shape, dynamic_size, clear_after_read, identical_element_shapes
+    )
     return array, _FLOW
 
 
@@ -148,7 +154,7 @@ def _stack(array: TensorArray, values: list, element_shape: tuple | None) -> np.
     if not values:
         shape = array.element_shape if _defined(array.element_shape) else element_shape
         if not _defined(shape):
-            raise array.error(
+            raise invalid(
                 f"TensorArray has size zero, but element shape {_text(shape)} is not fully defined. Currently "
                 "only static shapes are supported when packing zero-size TensorArrays."
             )
@@ -156,7 +162,7 @@ def _stack(array: TensorArray, values: list, element_shape: tuple | None) -> np.
     first = values[0].shape
     for i, value in enumerate(values[1:], 1):
         if value.shape != first:
-            raise array.error(
+            raise invalid(
                 f"TensorArray has inconsistent shapes.  Index 0 has shape: {shape_str(first)} but index {i} "
                 f"has shape: {shape_str(value.shape)}"
             )
@@ -176,7 +182,7 @@ def tensor_array_scatter_v3(handle, indices, value, flow_in):
     indices = np.asarray(indices).reshape(-1)
     value = np.asarray(value)
     if value.ndim < 1 or value.shape[0] != indices.size:
-        raise array.error(
+        raise invalid(
             f"Expected len(indices) == values.shape[0], but saw: {indices.size} vs. "
             f"{value.shape[0] if value.ndim else 0}"
         )
@@ -204,7 +210,7 @@ def tensor_array_concat_v3(handle, flow_in, *, dtype, element_shape_except0=None
     if not values:
         inner = element_shape_except0
         if not _defined(inner):
-            raise array.error(
+            raise invalid(
                 "TensorArray has size zero, but element_shape_except0 "
                 f"{_text(inner)} is not fully defined. Currently only static shapes are supported when "
                 "concatenating zero-size TensorArrays."
@@ -213,7 +219,7 @@ def tensor_array_concat_v3(handle, flow_in, *, dtype, element_shape_except0=None
     inner = values[0].shape[1:]
     for i, value in enumerate(values[1:], 1):
         if value.shape[1:] != inner:
-            raise array.error(
+            raise invalid(
                 f"TensorArray has inconsistent shapes.  Index 0 has (excepting dimension 0) shape: "
                 f"{shape_str(inner)} but index {i} has (excepting dimension 0) shape: {shape_str(value.shape[1:])}"
             )
@@ -226,9 +232,11 @@ def tensor_array_split_v3(handle, value, lengths, flow_in):
     value = np.asarray(value)
     lengths = np.asarray(lengths).reshape(-1).astype(np.int64)
     if value.ndim < 1:
-        raise array.error(f"Expected value to be at least a vector, but received shape: {shape_str(value.shape)}")
-    if lengths.sum() != value.shape[0] or np.any(lengths < 0):
         raise array.error(
+            f"Expected value to be at least a vector, but received shape: {shape_str(value.shape)}"
+        )
+    if lengths.sum() != value.shape[0] or np.any(lengths < 0):
+        raise invalid(
             f"Expected sum of lengths to be equal to values.shape[0], but sum of lengths is "
             f"{int(lengths.sum())} and value's shape is: {shape_str(value.shape)}"
         )

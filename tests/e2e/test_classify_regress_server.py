@@ -24,6 +24,7 @@ from apis.tensorflow_serving.apis import (
     regression_pb2,
 )
 from serving import tensor_codec
+from tests.e2e.test_predict_server import start_serving
 from tests.oracle import corpus
 from tests.oracle.catalog import discover
 
@@ -40,7 +41,7 @@ def half_plus_two(model_server, tmp_path):
         pytest.fail("models/half_plus_two has no version directory: run `python -m tests.oracle models`")
     for version in versions:
         shutil.copytree(version, tmp_path / "base" / version.name)
-    server = model_server("--model_name=default", f"--model_base_path={tmp_path / 'base'}")
+    server = start_serving(model_server, "--model_name=default", f"--model_base_path={tmp_path / 'base'}")
     yield prediction_service_pb2_grpc.PredictionServiceStub(server.channel())
     assert server.stop() == 0
 
@@ -215,8 +216,11 @@ def test_classify_regress_match_tensorflow_on_oracle_corpus(model_server, tmp_pa
     root, case = data["dir"], data["cases"][index]
     base = tmp_path / "base"
     shutil.copytree(data["export_path"], base / "1", symlinks=True)
-    server = model_server(
-        f"--model_name={name}", f"--model_base_path={base}", f"--saved_model_tags={','.join(case['tags'])}"
+    server = start_serving(
+        model_server,
+        f"--model_name={name}",
+        f"--model_base_path={base}",
+        f"--saved_model_tags={','.join(case['tags'])}",
     )
     stub = prediction_service_pb2_grpc.PredictionServiceStub(server.channel())
 

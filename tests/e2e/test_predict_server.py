@@ -37,12 +37,43 @@ def model_versions(name: str) -> Path:
     return base
 
 
+def start_serving(model_server, *flags: str, timeout: float = 120.0):
+    """``model_server(*flags)``, ready; fails at once with the load error when a model fails to
+    load (the server would otherwise retry and never turn SERVING)."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    server = model_server(*flags, wait=False)
+    health = health_pb2_grpc.HealthStub(server.channel())
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            pytest.fail(f"model_server exited with {server.proc.returncode}:\n{server.output()}")
+        failed = [
+            line for line in server.output().splitlines() if "Loading servable" in line and "failed" in line
+        ]
+        if failed:
+            pytest.fail("\n".join(failed))
+        try:
+            if (
+                health.Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                == health_pb2.HealthCheckResponse.SERVING
+            ):
+                return server
+        except grpc.RpcError:
+            pass
+        time.sleep(0.1)
+    pytest.fail(f"model_server not ready after {timeout}s:\n{server.output()}")
+
+
 def serve(model_server, tmp_path: Path, name: str, source: Path, model_name: str | None = None, tags="serve"):
     base = tmp_path / f"{model_name or name}_base"
     for version in (p for p in source.iterdir() if p.is_dir() and p.name.isdigit()):
         shutil.copytree(version, base / version.name)
-    return model_server(
-        f"--model_name={model_name or name}", f"--model_base_path={base}", f"--saved_model_tags={tags}"
+    return start_serving(
+        model_server,
+        f"--model_name={model_name or name}",
+        f"--model_base_path={base}",
+        f"--saved_model_tags={tags}",
     )
 
 
@@ -317,10 +348,17 @@ def read_tensor(path: Path) -> tensor_pb2.TensorProto:
     return tensor_pb2.TensorProto.FromString(path.read_bytes())
 
 
+# The manifest's tolerance, but never below what a 16-bit float can tell apart (one ulp): the
+# same floor tests/runtime/test_op_records.py applies.
+MIN_TOLERANCE = {"float16": (2e-3, 1e-3), "bfloat16": (1e-2, 1e-2)}
+
+
 def assert_matches_tf(ours: tensor_pb2.TensorProto, theirs: tensor_pb2.TensorProto, rtol, atol, what):
     assert ours.dtype == theirs.dtype, f"{what}: dtype {ours.dtype} != TF's {theirs.dtype}"
     got, want = tensor_codec.decode(ours), tensor_codec.decode(theirs)
     assert got.shape == want.shape, f"{what}: shape {got.shape} != TF's {want.shape}"
+    floor_rtol, floor_atol = MIN_TOLERANCE.get(str(want.dtype), (0.0, 0.0))
+    rtol, atol = max(rtol, floor_rtol), max(atol, floor_atol)
     if want.dtype.kind in "fc" or str(want.dtype) == "bfloat16":
         np.testing.assert_allclose(
             got.astype(np.complex128 if want.dtype.kind == "c" else np.float64),
@@ -337,8 +375,11 @@ def assert_matches_tf(ours: tensor_pb2.TensorProto, theirs: tensor_pb2.TensorPro
 def serve_export(model_server, tmp_path: Path, name: str, export_dir: Path, tags: list[str]):
     base = tmp_path / f"{name}_{'_'.join(tags)}"
     shutil.copytree(export_dir, base / "1", symlinks=True)
-    return model_server(
-        f"--model_name={name}", f"--model_base_path={base}", f"--saved_model_tags={','.join(tags)}"
+    return start_serving(
+        model_server,
+        f"--model_name={name}",
+        f"--model_base_path={base}",
+        f"--saved_model_tags={','.join(tags)}",
     )
 
 

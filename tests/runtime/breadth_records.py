@@ -504,6 +504,10 @@ rec(
     internal_type=dt("string"),
 )
 rec("SparseCrossV2", [_SP1[0], _SP2[0]], [_SP1[1], _SP2[1]], [_SP1[2], _SP2[2]], [_DENSE], s0("#"))
+rec("SparseCrossHashed", [_SP1[0]], [_SP1[1]], [_SP1[2]], [_DENSE], i64(50), np.asarray(True), i64([3, 4]))
+rec("SparseCrossHashed", [_SP1[0]], [_SP1[1]], [_SP1[2]], [_DENSE], i64(0), np.asarray(False), i64([0, 0]))
+rec("SparseCrossHashed", [_SP1[0], _SP1[0]], [_SP1[1], _SP1[1]], [_SP1[2], _SP1[2]], [], i64(7), np.asarray(False),
+    i64([1, 2]))  # fmt: skip
 rec("RaggedTensorToTensor", i64([-1, -1]), f32([1, 2, 3, 4, 5]), f32(0), [i64([0, 2, 2, 5])],
     row_partition_types=["ROW_SPLITS"])  # fmt: skip
 rec("RaggedTensorToTensor", i64([2, 4]), s("a", "b", "c", "d", "e"), s0(""), [i64([0, 2, 2, 5])],
@@ -531,6 +535,8 @@ SCENARIOS = (
     "static_table_lookup_before_init",
     "static_table_duplicate_keys",
     "static_table_reinitialize_same",
+    "static_table_reinitialize_different",
+    "text_file_initialize_twice",
     "text_file_whole_line_to_line_number",
     "text_file_columns",
     "text_file_line_number_offset",
@@ -550,3 +556,114 @@ SCENARIOS = (
     "string_lookup_layer_style",
     "parse_then_lookup_feature_column",
 )
+
+
+# --------------------------------------------------------------------------------- n-grams, tensors, CSV
+
+_NG_DATA, _NG_SPLITS = s("a", "b", "c", "d", "e", "f"), i64([0, 4, 4, 5, 6])
+for _widths, _pad, _short in (([2], 0, False), ([1, 3], 0, False), ([2], -1, False), ([3], 1, False),
+                              ([3], 0, True), ([2, 4], 1, True), ([5], -1, False)):  # fmt: skip
+    rec("StringNGrams", _NG_DATA, _NG_SPLITS, separator=" ", ngram_widths=_widths, left_pad="<s>",
+        right_pad="</s>", pad_width=_pad, preserve_short_sequences=_short)  # fmt: skip
+rec("StringNGrams", s("x", "y"), i32([0, 2]), separator="_", ngram_widths=[2], left_pad="", right_pad="",
+    pad_width=0, preserve_short_sequences=False)  # fmt: skip
+
+# TensorProtos serialized by TF's own make_tensor_proto (float32 [2] = 1.5, -2; string scalar "hi").
+_FLOAT_PROTO = b"\x08\x01\x12\x04\x12\x02\x08\x02\x22\x08\x00\x00\xc0\x3f\x00\x00\x00\xc0"
+rec("ParseTensor", s0(_FLOAT_PROTO), out_type=dt("float"))
+rec("ParseTensor", s0(b"\x08\x07\x12\x00\x42\x02hi"), out_type=dt("string"))
+rec("ParseTensor", s0(_FLOAT_PROTO), out_type=dt("int32"))
+
+_CSV = s("1,2.5,abc", '3,,"q,""x"""', ",4.0,", "7,8,z")
+rec("DecodeCSV", _CSV, [i32([0]), f32([-1.0]), s("d")])
+rec("DecodeCSV", _CSV, [i32([]), f32([-1.0]), s("d")])
+rec("DecodeCSV", s("1;2", "3;NA"), [i64([0]), i64([9])], field_delim=";", na_value="NA")
+rec("DecodeCSV", s("1,2,3"), [i32([0]), i32([0])])
+rec("DecodeCSV", s("1,x"), [i32([0]), i32([0])])
+rec("DecodeCSV", s("a,b,c,d"), [s(""), s("")], select_cols=[1, 3])
+rec("DecodeCSV", s('a"b,c'), [s(""), s("")], use_quote_delim=False)
+
+_RB_SPLITS, _RB_VALUES = i64([0, 3, 3, 7]), i64([1, 1, 4, 0, 2, 2, 9])
+rec("RaggedBincount", _RB_SPLITS, _RB_VALUES, i64(5), i64([]))
+rec("RaggedBincount", _RB_SPLITS, _RB_VALUES, i64(5), f32([]), binary_output=True)
+rec("RaggedBincount", _RB_SPLITS, _RB_VALUES, i64(5), f32([0.5, 1.0, 2.0, 1.5, 0.25, 0.25, 3.0]))
+rec("RaggedBincount", _RB_SPLITS, i32([1, 1, 4, 0, 2, 2, 9]), i32(3), i32([]))
+rec("SparseBincount", i64([[0, 0], [0, 1], [2, 0]]), i64([3, 3, 1]), i64([3, 2]), i64(4), i64([]))
+rec("SparseBincount", i64([[0, 0], [0, 1], [2, 0]]), i64([3, 3, 1]), i64([3, 2]), i64(4), f32([]),
+    binary_output=True)  # fmt: skip
+rec("SparseBincount", i64([[0], [2]]), i32([3, 1]), i64([4]), i32(5), f32([2.0, 0.5]))
+
+
+# --------------------------------------------------------------------------------- SequenceExample
+
+
+def _features_body(features: dict) -> bytes:
+    entries = [(k, feature(v if isinstance(v, (list, tuple)) else [v])) for k, v in features.items()]
+    return b"".join(_delimited(1, _delimited(1, k.encode()) + _delimited(2, f)) for k, f in entries)
+
+
+def seq_ex(context: dict, lists: dict) -> bytes:
+    """A SequenceExample: context features, and per feature list the values of each step."""
+    body = b"".join(
+        _delimited(
+            1,
+            _delimited(1, key.encode())
+            + _delimited(2, b"".join(_delimited(1, feature(step)) for step in steps)),
+        )
+        for key, steps in lists.items()
+    )
+    return _delimited(1, _features_body(context)) + _delimited(2, body)
+
+
+def parse_seq(
+    serialized, context_dense=(), context_sparse=(), dense=(), sparse=(), ragged=(), names=NO_NAMES
+):
+    """Feature lists: dense (key, dtype, shape, missing assumed empty), sparse (key, dtype), ragged
+    (key, dtype, splits dtype)."""
+    rec(
+        "ParseSequenceExampleV2",
+        serialized,
+        names,
+        s(*[k for k, _ in context_sparse]),
+        s(*[d[0] for d in context_dense]),
+        s(),
+        s(*[k for k, _ in sparse]),
+        s(*[d[0] for d in dense]),
+        s(*[r[0] for r in ragged]),
+        np.array([d[3] for d in dense], dtype=bool),
+        [d[3] for d in context_dense],
+        Ncontext_sparse=len(context_sparse),
+        context_sparse_types=[dt(t) for _, t in context_sparse],
+        context_ragged_value_types=[],
+        context_ragged_split_types=[],
+        context_dense_shapes=[list(d[2]) for d in context_dense],
+        Nfeature_list_sparse=len(sparse),
+        Nfeature_list_dense=len(dense),
+        feature_list_dense_types=[dt(d[1]) for d in dense],
+        feature_list_sparse_types=[dt(t) for _, t in sparse],
+        feature_list_ragged_value_types=[dt(r[1]) for r in ragged],
+        feature_list_ragged_split_types=[dt(r[2]) for r in ragged],
+        feature_list_dense_shapes=[list(d[2]) for d in dense],
+    )
+
+
+_S1 = seq_ex(
+    {"user": "u1", "age": 3.0}, {"clicks": [[1, 2], [3, 4], [5, 6]], "words": [["a"], [], ["b", "c"]]}
+)
+_S2 = seq_ex({"age": 5.0}, {"clicks": [[7, 8]], "words": [["d"]]})
+_S3 = seq_ex({}, {})
+_SEQ_ARGS = dict(
+    context_dense=[("age", "float", [], default("float", -1.0))],
+    context_sparse=[("user", "string")],
+    dense=[("clicks", "int64", [2], True)],
+    sparse=[("words", "string")],
+    ragged=[("words", "string", "int64")],
+)
+parse_seq(batch(_S1, _S2, _S3), **_SEQ_ARGS)
+parse_seq(s0(_S1), **_SEQ_ARGS)
+parse_seq(batch(_S1, _S3), dense=[("clicks", "int64", [2], False)])
+parse_seq(batch(_S1), dense=[("clicks", "int64", [3], True)])
+parse_seq(batch(_S1), dense=[("clicks", "float", [2], True)])
+parse_seq(batch(_S1), sparse=[("words", "int64")])
+parse_seq(batch(b"junk"), dense=[("clicks", "int64", [2], True)])
+parse_seq(batch(_S1, _S2), dense=[("words", "string", [], True)], names=s("x", "y"))

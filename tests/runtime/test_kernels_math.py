@@ -127,3 +127,11 @@ def test_truncated_normal_stays_within_two_sigma():
 def test_random_uniform_int_range():
     value = lookup("RandomUniformInt").fn(np.array([500], np.int32), np.int64(-3), np.int64(4), seed=5)
     assert value.dtype == np.int64 and value.min() >= -3 and value.max() < 4
+
+
+def test_multinomial_draws_valid_classes():
+    logits = np.log(np.array([[0.7, 0.2, 0.1], [0.0, 0.0, 1.0]], np.float32) + 1e-30)
+    value = lookup("Multinomial").fn(logits, np.int32(2000), seed=3, seed2=4)
+    assert value.shape == (2, 2000) and value.dtype == np.int64
+    assert abs((value[0] == 0).mean() - 0.7) < 0.05 and np.all(value[1] == 2)
+    assert lookup("Multinomial").stateful and not lookup("StatelessMultinomial").stateful

@@ -115,52 +115,56 @@ def test_nms_selects_many_boxes_fast():
     assert len(selected) == 300 and len(set(selected.tolist())) == 300
 
 
-@pytest.mark.parametrize(
-    "op,inputs,attrs,budget",
-    [
-        (
-            "Conv2D",
-            lambda: (
-                RNG.standard_normal((1, 224, 224, 3), np.float32),
-                RNG.standard_normal((3, 3, 3, 32), np.float32),
-            ),
-            dict(strides=[1, 2, 2, 1], padding="SAME"),
-            1.0,
+BIG = [
+    pytest.param(
+        "Conv2D",
+        lambda: (
+            RNG.standard_normal((1, 224, 224, 3), np.float32),
+            RNG.standard_normal((3, 3, 3, 32), np.float32),
         ),
-        (
-            "Conv2D",
-            lambda: (
-                RNG.standard_normal((8, 28, 28, 64), np.float32),
-                RNG.standard_normal((3, 3, 64, 64), np.float32),
-            ),
-            dict(strides=[1, 1, 1, 1], padding="SAME"),
-            2.0,
+        dict(strides=[1, 2, 2, 1], padding="SAME"),
+        1.0,
+        id="conv2d-224x224-stride2",
+    ),
+    pytest.param(
+        "Conv2D",
+        lambda: (
+            RNG.standard_normal((8, 28, 28, 64), np.float32),
+            RNG.standard_normal((3, 3, 64, 64), np.float32),
         ),
-        (
-            "DepthwiseConv2dNative",
-            lambda: (
-                RNG.standard_normal((1, 112, 112, 32), np.float32),
-                RNG.standard_normal((3, 3, 32, 1), np.float32),
-            ),
-            dict(strides=[1, 1, 1, 1], padding="SAME"),
-            1.0,
+        dict(strides=[1, 1, 1, 1], padding="SAME"),
+        2.0,
+        id="conv2d-batch8-64ch",
+    ),
+    pytest.param(
+        "DepthwiseConv2dNative",
+        lambda: (
+            RNG.standard_normal((1, 112, 112, 32), np.float32),
+            RNG.standard_normal((3, 3, 32, 1), np.float32),
         ),
-        (
-            "MaxPool",
-            lambda: (RNG.standard_normal((4, 112, 112, 64), np.float32),),
-            dict(ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME"),
-            1.0,
-        ),
-        (
-            "ResizeBilinear",
-            lambda: (RNG.standard_normal((4, 224, 224, 3), np.float32), np.array([299, 299], np.int32)),
-            dict(half_pixel_centers=True),
-            1.0,
-        ),
-        ("Erf", lambda: (RNG.standard_normal(1_000_000).astype(np.float32),), {}, 2.0),
-    ],
-    ids=lambda v: v if isinstance(v, str) else "",
-)
+        dict(strides=[1, 1, 1, 1], padding="SAME"),
+        1.0,
+        id="depthwise-112x112",
+    ),
+    pytest.param(
+        "MaxPool",
+        lambda: (RNG.standard_normal((4, 112, 112, 64), np.float32),),
+        dict(ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME"),
+        1.0,
+        id="maxpool-112x112",
+    ),
+    pytest.param(
+        "ResizeBilinear",
+        lambda: (RNG.standard_normal((4, 224, 224, 3), np.float32), np.array([299, 299], np.int32)),
+        dict(half_pixel_centers=True),
+        1.0,
+        id="resize-bilinear-224-to-299",
+    ),
+    pytest.param("Erf", lambda: (RNG.standard_normal(1_000_000).astype(np.float32),), {}, 2.0, id="erf-1M"),
+]
+
+
+@pytest.mark.parametrize("op,inputs,attrs,budget", BIG)
 def test_big_kernels_run_vectorised(op, inputs, attrs, budget):
     args = inputs()
     start = time.perf_counter()

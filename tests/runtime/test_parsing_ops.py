@@ -215,7 +215,15 @@ def test_parsing_record_through_session(record) -> None:
 
 def test_parsing_records_cover_the_ops() -> None:
     ops = {r.op for r in PARSING}
-    assert {"ParseExample", "ParseExampleV2", "ParseSingleExample", "DecodeRaw", "StringToNumber"} <= ops
+    wanted = {
+        "ParseExample",
+        "ParseExampleV2",
+        "ParseSingleExample",
+        "DecodeRaw",
+        "StringToNumber",
+        "ParseTensor",
+    }
+    assert wanted | {"DecodeCSV", "ParseSequenceExampleV2"} <= ops
 
 
 def test_scenario_parse_then_lookup_feature_column() -> None:
@@ -243,6 +251,8 @@ BREADTH_MODELS = (
     "example_estimator_classifier",
     "tf1_vocab_table",
     "keras_text_vectorization",
+    "keras_lookup_layers",
+    "tf1_feature_columns_partitioned",
 )
 
 
@@ -277,3 +287,90 @@ def test_corpus_model_matches_tensorflow(name) -> None:
         finally:
             bundle.close()
     assert checked, f"{name}: no outputs compared"
+
+
+# --------------------------------------------------------------------------------- robustness
+
+
+def _parse_v2(serialized, dense_default):
+    definition = kernels.lookup("ParseExampleV2")
+    return definition.fn(
+        serialized,
+        np.array([], dtype=object),
+        np.array([b"ids"], dtype=object),
+        np.array([b"age"], dtype=object),
+        np.array([], dtype=object),
+        [dense_default],
+        Tdense=[dtypes.DT_FLOAT],
+        num_sparse=1,
+        sparse_types=[dtypes.DT_INT64],
+        ragged_value_types=[],
+        ragged_split_types=[],
+        dense_shapes=[()],
+    )
+
+
+def test_cached_configs_follow_the_defaults() -> None:
+    batch = np.array([breadth_records.ex(ids=[1, 2])], dtype=object)
+    first = _parse_v2(batch, np.array(1.5, np.float32))[3]
+    second = _parse_v2(batch, np.array(2.5, np.float32))[3]
+    assert first.tolist() == [1.5] and second.tolist() == [2.5]
+
+
+def test_corrupted_examples_fail_with_invalid_argument_only() -> None:
+    rng = np.random.default_rng(7)
+    valid = breadth_records.ex(ids=[1, 2, 3], age=4.5, other=["x", "y"])
+    outcomes = {"parsed": 0, "rejected": 0}
+    for _ in range(2000):
+        data = bytearray(valid)
+        for _ in range(int(rng.integers(1, 4))):
+            data[int(rng.integers(0, len(data)))] = int(rng.integers(0, 256))
+        if rng.random() < 0.2:
+            data = data[: int(rng.integers(0, len(data)))]
+        try:
+            _parse_v2(np.array([bytes(data)], dtype=object), np.array(0.0, np.float32))
+            outcomes["parsed"] += 1
+        except errors.InvalidArgumentError:
+            outcomes["rejected"] += 1
+    assert outcomes["parsed"] and outcomes["rejected"]
+
+
+def test_tables_serve_concurrent_lookups() -> None:
+    import threading
+
+    from apis.tensorflow.core.framework import types_pb2
+
+    graph_def = graph_pb2.GraphDef()
+    table = graph_def.node.add(name="table", op="HashTableV2")
+    table.attr["key_dtype"].type = types_pb2.DT_STRING
+    table.attr["value_dtype"].type = types_pb2.DT_INT64
+    for name, dtype in (
+        ("keys", types_pb2.DT_STRING),
+        ("values", types_pb2.DT_INT64),
+        ("query", types_pb2.DT_STRING),
+    ):
+        graph_def.node.add(name=name, op="Placeholder").attr["dtype"].type = dtype
+    graph_def.node.add(name="init", op="InitializeTableV2", input=["table", "keys", "values"])
+    default = graph_def.node.add(name="default", op="Const")
+    default.attr["dtype"].type = types_pb2.DT_INT64
+    default.attr["value"].tensor.dtype = types_pb2.DT_INT64
+    default.attr["value"].tensor.int64_val.append(-1)
+    graph_def.node.add(name="find", op="LookupTableFindV2", input=["table", "query", "default"])
+    words = np.array([f"w{i}".encode() for i in range(1000)], dtype=object)
+    with Session(graph=Graph.from_graph_def(graph_def)) as session:
+        session.run("init", {"keys:0": words, "values:0": np.arange(1000)})
+        failures = []
+
+        def worker(seed: int) -> None:
+            picks = np.random.default_rng(seed).integers(0, 1200, size=200)
+            query = np.array([f"w{i}".encode() for i in picks], dtype=object)
+            found = session.run("find:0", {"query:0": query})
+            if found.tolist() != [int(i) if i < 1000 else -1 for i in picks]:
+                failures.append(seed)
+
+        threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert not failures

@@ -30,7 +30,7 @@ def test_sparse_records_cover_the_ops() -> None:
         "SparseReshape", "SparseFillEmptyRows", "SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN",
         "SparseSegmentSumWithNumSegments", "SparseSegmentMeanWithNumSegments",
         "SparseSegmentSqrtNWithNumSegments", "SparseToDense", "SparseTensorDenseMatMul", "SparseReorder",
-        "SparseReduceSum", "SparseCross", "SparseCrossV2", "RaggedTensorToTensor",
-        "RaggedTensorToSparse", "RaggedRange",
+        "SparseReduceSum", "SparseCross", "SparseCrossV2", "SparseCrossHashed", "RaggedTensorToTensor",
+        "RaggedTensorToSparse", "RaggedRange", "RaggedBincount", "SparseBincount",
     }  # fmt: skip
     assert wanted <= ops, sorted(wanted - ops)

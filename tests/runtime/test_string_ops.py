@@ -32,7 +32,7 @@ def test_string_records_cover_the_ops() -> None:
         "StringToHashBucketFast", "StringToHashBucket", "StringToHashBucketStrong", "AsString", "StringJoin",
         "ReduceJoin", "StringSplit", "StringSplitV2", "StringStrip", "StringLower", "StringUpper", "Substr",
         "StringLength", "RegexReplace", "StaticRegexReplace", "RegexFullMatch", "StaticRegexFullMatch",
-        "UnicodeDecode", "UnicodeDecodeWithOffsets", "EncodeBase64", "DecodeBase64",
+        "UnicodeDecode", "UnicodeDecodeWithOffsets", "EncodeBase64", "DecodeBase64", "StringNGrams",
     }  # fmt: skip
     assert wanted <= ops, sorted(wanted - ops)
 

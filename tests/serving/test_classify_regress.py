@@ -15,6 +15,8 @@ from apis.tensorflow.core.framework import types_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from apis.tensorflow_serving.apis import classification_pb2, inference_pb2, regression_pb2
 from runtime import errors
+from serving import classify as classify_module
+from serving import regress as regress_module
 from serving import signatures
 from serving.classify import classify
 from serving.multi_inference import multi_inference
@@ -425,3 +427,43 @@ def test_feed_errors_raised_by_the_session_are_invalid_argument():
     core.session.functions["y:0"] = refuse
     code, text = error_of(classify, core, classification("classify_x_to_y", 1.0))
     assert code == errors.INVALID_ARGUMENT and text.startswith("Cannot feed value of shape")
+
+
+def test_classification_result_matches_field_by_field_construction():
+    """The wire-built result equals the one protobuf's setters build, labels and edge cases included."""
+    sig = SIGNATURES["classes_and_scores"]
+    rng = np.random.default_rng(0)
+    cases = [
+        (np.array([[b"a", "é".encode()], [b"\xff", b""]], object), rng.random((2, 2), np.float32)),
+        (None, np.float32([[0.0, -1.5], [3.0, 1e-30]])),
+        (np.array([[b"x"] * 200] * 3, object), None),
+        (np.empty((2, 0), object), np.empty((2, 0), np.float32)),
+    ]
+    for classes, scores in cases:
+        names, outputs = [], []
+        if classes is not None:
+            names.append("classes2:0")
+            outputs.append(classes)
+        if scores is not None:
+            names.append("scores2:0")
+            outputs.append(scores)
+        got = classification_pb2.ClassificationResult()
+        present = classes if classes is not None else scores
+        classify_module.post_process(sig, present.shape[0], names, outputs, got)
+        want = classification_pb2.ClassificationResult()
+        for i in range(present.shape[0]):
+            row = want.classifications.add()
+            for c in range(present.shape[1]):
+                cls = row.classes.add()
+                if classes is not None:
+                    cls.label = classes[i, c].decode("utf-8", errors="replace")
+                if scores is not None:
+                    cls.score = scores[i, c]
+        assert got == want
+
+
+def test_regression_result_matches_field_by_field_construction():
+    values = np.float32([0.0, -1.5, 3.25, np.inf, 1e-40])
+    got = regression_pb2.RegressionResult()
+    regress_module.post_process(SIGNATURES["regress_flat"], 5, ["y_flat:0"], [values], got)
+    assert [r.value for r in got.regressions] == values.tolist()

@@ -114,6 +114,30 @@ def static_table_reinitialize_same(folder):
     return dict(init=[init, again], fetches=[_find(h, _KEYS(["y", "q"]), _KEYS(-1.0)), _size(h)], feeds={})
 
 
+@scenario
+def static_table_reinitialize_different(folder):
+    h = _table(tf.string, tf.float32)
+    init = tf.raw_ops.InitializeTableV2(table_handle=h, keys=_KEYS(["x", "y"]), values=_KEYS([0.5, 1.5]))
+    with tf.control_dependencies([init]):
+        again = tf.raw_ops.InitializeTableV2(table_handle=h, keys=_KEYS(["x"]), values=_KEYS([2.5]))
+    return dict(init=[init, again], fetches=[_find(h, _KEYS(["x"]), _KEYS(-1.0))], feeds={})
+
+
+@scenario
+def text_file_initialize_twice(folder):
+    path, path_feeds = _vocab(folder, "vocab.txt", b"a\nb\n")
+    h = _table(tf.string, tf.int64)
+    init = tf.raw_ops.InitializeTableFromTextFileV2(
+        table_handle=h, filename=path, key_index=-2, value_index=-1
+    )
+    with tf.control_dependencies([init]):
+        again = tf.raw_ops.InitializeTableFromTextFileV2(
+            table_handle=h, filename=path, key_index=-2, value_index=-1
+        )
+    fetches = [_find(h, _KEYS(["b", "c"]), _KEYS(-1, tf.int64)), _size(h)]
+    return dict(init=[init, again], fetches=fetches, feeds={}, path_feeds=path_feeds)
+
+
 _VOCAB = b"apple\t3\t0.5\nbanana\t7\t1.25\ncherry pie\t11\t-2\r\ndate\t13\t4e3\n"
 
 
@@ -363,3 +387,116 @@ def build_breadth_records(export_dir: str) -> list[Case]:
     }
     (out / "records.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return cases
+
+
+@model("keras_lookup_layers", family="keras")
+def build_keras_lookup_layers(export_dir: str) -> list[Case]:
+    """Keras preprocessing layers that look up, hash and n-gram strings and ints, exported as Keras
+    exports them (``model.export``): StringLookup, IntegerLookup, Hashing (plain and salted),
+    TextVectorization with bigrams and multi-hot output."""
+    import keras
+
+    keras.utils.set_random_seed(36)
+    color = keras.Input(shape=(1,), dtype="string", name="color")
+    code = keras.Input(shape=(1,), dtype="int64", name="code")
+    text = keras.Input(shape=(1,), dtype="string", name="text")
+    vectorize = keras.layers.TextVectorization(max_tokens=12, ngrams=2, output_mode="multi_hot")
+    vectorize.adapt(["red green blue", "green green sky", "blue sky at night"])
+    outputs = {
+        "color_id": keras.layers.StringLookup(vocabulary=["red", "green", "blue"], num_oov_indices=2)(color),
+        "code_id": keras.layers.IntegerLookup(vocabulary=[7, 11, 13], num_oov_indices=1)(code),
+        "color_hash": keras.layers.Hashing(num_bins=7)(color),
+        "color_salted": keras.layers.Hashing(num_bins=9, salt=[3, 4])(color),
+        "code_hash": keras.layers.Hashing(num_bins=5)(code),
+        "words": vectorize(text),
+    }
+    net = keras.Model({"color": color, "code": code, "text": text}, outputs)
+    net.export(export_dir, format="tf_saved_model", verbose=False)
+    inputs = {
+        "color": np.array([[b"red"], [b"purple"], [b"blue"], [b""]], dtype=object),
+        "code": np.array([[7], [8], [13], [-1]], dtype=np.int64),
+        "text": np.array([[b"red sky"], [b"green green"], [b""], [b"night at blue"]], dtype=object),
+    }
+    return [Case(key, inputs) for key in ("serving_default", "serve")]
+
+
+@model("tf1_feature_columns_partitioned", family="tf1")
+def build_tf1_feature_columns_partitioned(export_dir: str) -> list[Case]:
+    """A TF1 graph doing by hand what feature columns do, with embeddings over partitioned
+    variables (``mod`` and ``div`` partition strategies): tf.Example parsing, a vocabulary-file
+    asset, hash buckets, a hashed cross, bucketized floats, safe sparse embedding lookups."""
+    vocab = Path(export_dir).parent / "colors.txt"
+    vocab.write_bytes(b"red\ngreen\nblue\n")
+    graph = tf.Graph()
+    with graph.as_default():
+        serialized = v1.placeholder(tf.string, [None], name="input_example_tensor")
+        parsed = tf.io.parse_example(
+            serialized,
+            {
+                "color": tf.io.VarLenFeature(tf.string),
+                "city": tf.io.VarLenFeature(tf.string),
+                "age": tf.io.FixedLenFeature([1], tf.float32, [30.0]),
+            },
+        )
+        path = tf.constant(str(vocab), name="vocab_path")
+        v1.add_to_collection(v1.GraphKeys.ASSET_FILEPATHS, path)
+        table = tf.lookup.StaticVocabularyTable(
+            tf.lookup.TextFileInitializer(path, tf.string, -2, tf.int64, -1), 2
+        )
+        color = parsed["color"]
+        color_ids = tf.SparseTensor(color.indices, table.lookup(color.values), color.dense_shape)
+        city = parsed["city"]
+        city_ids = tf.SparseTensor(
+            city.indices, tf.strings.to_hash_bucket_fast(city.values, 10), city.dense_shape
+        )
+        crossed = tf.sparse.cross_hashed([color, city], num_buckets=13)
+        age_bucket = tf.raw_ops.Bucketize(input=parsed["age"], boundaries=[18.0, 35.0, 60.0])
+        init = v1.random_normal_initializer(seed=1)
+        embedded = []
+        for name, ids, rows, strategy in (
+            ("color", color_ids, 5, "mod"),
+            ("city", city_ids, 10, "div"),
+            ("cross", crossed, 13, "mod"),
+        ):
+            weights = v1.get_variable(
+                f"{name}_embedding", [rows, 3], initializer=init, partitioner=v1.fixed_size_partitioner(3)
+            )
+            embedded.append(
+                v1.nn.safe_embedding_lookup_sparse(
+                    list(weights),
+                    ids,
+                    combiner="sqrtn" if name == "city" else "mean",
+                    partition_strategy=strategy,
+                )
+            )
+        features = tf.concat(embedded + [tf.cast(age_bucket, tf.float32)], axis=1)
+        kernel = v1.get_variable("logits/kernel", [10, 2], initializer=init)
+        bias = v1.get_variable("logits/bias", [2], initializer=v1.zeros_initializer())
+        logits = tf.matmul(features, kernel) + bias
+        scores = tf.nn.softmax(logits, name="scores")
+        with v1.Session(graph=graph) as sess:
+            sess.run([v1.global_variables_initializer(), v1.tables_initializer()])
+            signature = v1.saved_model.build_signature_def(
+                {"inputs": v1.saved_model.build_tensor_info(serialized)},
+                {
+                    "scores": v1.saved_model.build_tensor_info(scores),
+                    "crossed_values": v1.saved_model.build_tensor_info(crossed.values),
+                },  # fmt: skip
+                "tensorflow/serving/predict",
+            )
+            builder = v1.saved_model.Builder(export_dir)
+            builder.add_meta_graph_and_variables(
+                sess,
+                ["serve"],
+                signature_def_map={"serving_default": signature},
+                main_op=v1.tables_initializer(),
+                assets_collection=v1.get_collection(v1.GraphKeys.ASSET_FILEPATHS),
+            )
+            builder.save()
+    rows = [
+        breadth_records.ex(color=["red", "blue"], city=["paris"], age=70.0),
+        breadth_records.ex(color=["purple"], city=["oslo", "rome", "lima"]),
+        breadth_records.ex(age=12.0),
+        breadth_records.ex(color=["green"], age=40.0),
+    ]
+    return [Case("serving_default", {"inputs": np.array(rows, dtype=object)})]

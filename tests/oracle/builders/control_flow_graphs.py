@@ -189,6 +189,49 @@ def cf_v1_tensor_array(export_dir: str) -> list[Case]:
     ]
 
 
+@model("cf_v1_ref_variables")
+def cf_v1_ref_variables(export_dir: str) -> list[Case]:
+    """TF1 ref variables updated inside a cond (RefSwitch) and a while body (RefEnter).
+
+    Reads of a ref variable the same run updates race in TF (a ref output aliases the
+    variable's buffer), so the loop's updates are read by a later run ("read_total").
+    """
+
+    def build(sess):
+        x = v1.placeholder(tf.float32, [], name="x")
+        p = v1.placeholder(tf.bool, [], name="p")
+        counter = v1.Variable(0.0, name="counter", use_resource=False)
+        total = v1.Variable(0.0, name="total", use_resource=False)
+        bumped = v1.cond(p, lambda: v1.assign_add(counter, x), lambda: tf.identity(counter))
+
+        def body(i, acc):
+            with tf.control_dependencies([v1.assign_add(total, x)]):
+                return i + 1, acc + x
+
+        _, acc = v1.while_loop(lambda i, _: i < 3, body, [0, 0.0])
+        sess.run(v1.global_variables_initializer())
+        predict = v1.saved_model.signature_def_utils.predict_signature_def
+        builder = v1.saved_model.Builder(export_dir)
+        builder.add_meta_graph_and_variables(
+            sess,
+            [v1.saved_model.tag_constants.SERVING],
+            signature_def_map={
+                "serving_default": predict({"x": x, "p": p}, {"bumped": bumped, "acc": acc}),
+                "read_total": predict({"x": x}, {"total": total + 0.0 * x}),
+            },
+        )
+        builder.save()
+
+    _v1_graph(build)
+    return [
+        Case("serving_default", {"x": np.float32(1.0), "p": True}),
+        Case("read_total", {"x": np.float32(0.0)}),
+        Case("serving_default", {"x": np.float32(2.0), "p": False}),
+        Case("read_total", {"x": np.float32(0.0)}),
+        Case("serving_default", {"x": np.float32(0.5), "p": True}),
+    ]
+
+
 class Functional(tf.Module):
     """TF2 control flow: While, If/StatelessIf, Case, and TensorLists (tf.TensorArray in v2)."""
 
@@ -226,14 +269,51 @@ class Functional(tf.Module):
             "gathered": scattered.gather(tf.range(tf.size(x))[::-1]),
         }
 
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None, 2], tf.float32, name="rows"),
+            tf.TensorSpec([], tf.int32, name="pops"),
+        ]
+    )
+    def lists(self, rows, pops):
+        """Raw TensorList ops in stateless loops (StatelessWhile), and a stateful Case."""
+        raw = tf.raw_ops
+        f32 = tf.float32
+        empty = raw.EmptyTensorList(element_shape=tf.constant([2]), max_num_elements=-1, element_dtype=f32)
+
+        def push(i, lst):
+            return i + 1, raw.TensorListPushBack(input_handle=lst, tensor=rows[i] * tf.cast(i + 1, f32))
+
+        _, pushed = tf.while_loop(lambda i, _: i < tf.shape(rows)[0], push, (0, empty))
+
+        def pop(i, lst, acc):
+            lst, item = raw.TensorListPopBack(input_handle=lst, element_shape=[2], element_dtype=f32)
+            return i + 1, lst, acc + item
+
+        _, rest, popped = tf.while_loop(lambda i, *_: i < pops, pop, (0, pushed, tf.zeros([2])))
+        resized = raw.TensorListResize(input_handle=rest, size=4)
+        return {
+            "stacked": raw.TensorListStack(input_handle=pushed, element_shape=[2], element_dtype=f32),
+            "popped": popped,
+            "length": raw.TensorListLength(input_handle=rest),
+            "resized": raw.TensorListStack(input_handle=resized, element_shape=[2], element_dtype=f32),
+            "element_shape": raw.TensorListElementShape(input_handle=pushed, shape_type=tf.int32),
+            "case": tf.switch_case(pops, [lambda: self.scale * 1.0, lambda: self.scale * 2.0]),
+        }
+
 
 @model("cf_tf2_functional")
 def cf_tf2_functional(export_dir: str) -> list[Case]:
     module = Functional()
-    tf.saved_model.save(module, export_dir, signatures={"serving_default": module.serve})
+    signatures = {"serving_default": module.serve, "lists": module.lists}
+    tf.saved_model.save(module, export_dir, signatures=signatures)
     x = np.array([1.0, -3.0, 0.5], np.float32)
+    rows = rng(44).normal(size=(3, 2)).astype(np.float32)
     return [
         Case("serving_default", {"x": x, "n": 4, "branch": 0}),
         Case("serving_default", {"x": -x, "n": 0, "branch": 1}),
         Case("serving_default", {"x": x[:2], "n": 3, "branch": 7}),
+        Case("lists", {"rows": rows, "pops": 2}),
+        Case("lists", {"rows": rows[:1], "pops": 0}),
+        Case("lists", {"rows": rows[:2], "pops": 1}),
     ]

@@ -1,0 +1,254 @@
+"""Converters for TF's array ops: identity, shapes, reshaping, slicing, joining, gathering.
+
+Shape-valued inputs are int32 in TF and int64 in ONNX: converters cast them. ``Reshape`` uses
+``allowzero=1`` because a 0 in a TF shape means an empty dimension, never "copy this one".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from runtime import dtypes
+from runtime.onnx.converter import Builder, NotConvertible, TFNode, converter, onnx_type
+
+_INT64_MAX = np.iinfo(np.int64).max
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+def _int64(b: Builder, name: str) -> str:
+    return b.cast(name, TensorProto.INT64)
+
+
+@converter("Identity", "StopGradient", "PreventGradient", "Snapshot")
+def identity(node: TFNode, b: Builder) -> str:
+    (x,) = node.inputs
+    const = node.const(0)
+    if const is not None:  # keep constants visible to later converters (shapes, axes)
+        return b.const(const, node.name)
+    return b.op("Identity", [x])
+
+
+@converter("Reshape")
+def reshape(node: TFNode, b: Builder) -> str:
+    x, shape = node.inputs
+    const = node.const(1)
+    rank = int(const.size) if const is not None else None
+    if const is not None:
+        shape = b.int64s(const.reshape(-1), "shape")
+        if 0 in const and -1 in const:
+            raise NotConvertible("Reshape with both 0 and -1 in its shape")
+    return b.op("Reshape", [x, _int64(b, shape)], allowzero=0 if const is None else 1, rank=rank)
+
+
+@converter("Transpose", const_inputs=(1,))
+def transpose(node: TFNode, b: Builder) -> str:
+    perm = [int(p) for p in node.const_required(1).reshape(-1)]
+    return b.op("Transpose", [node.inputs[0]], perm=perm, rank=len(perm))
+
+
+@converter("ConcatV2")
+def concat_v2(node: TFNode, b: Builder) -> str:
+    *values, _ = node.inputs
+    axis = int(np.asarray(node.const_required(len(node.inputs) - 1)).reshape(()))
+    return b.op("Concat", values, axis=axis)
+
+
+@converter("Pack")
+def pack(node: TFNode, b: Builder) -> str:
+    axis = int(node.attr("axis", 0))
+    rank = b.rank(node.inputs[0])
+    out_rank = None if rank is None else rank + 1
+    axes = b.int64s([axis], "axes")
+    parts = [b.op("Unsqueeze", [x, axes], rank=out_rank) for x in node.inputs]
+    if len(parts) == 1:
+        return parts[0]
+    return b.op("Concat", parts, axis=axis, rank=out_rank)
+
+
+@converter("ExpandDims", const_inputs=(1,))
+def expand_dims(node: TFNode, b: Builder) -> str:
+    axis = np.asarray(node.const_required(1), np.int64).reshape(-1)
+    rank = b.rank(node.inputs[0])
+    return b.op(
+        "Unsqueeze", [node.inputs[0], b.int64s(axis, "axes")], rank=None if rank is None else rank + 1
+    )
+
+
+@converter("Squeeze")
+def squeeze(node: TFNode, b: Builder) -> str:
+    axes = list(node.attr("squeeze_dims", None) or node.attr("axis", None) or [])
+    if not axes:
+        return b.op("Squeeze", [node.inputs[0]], rank=None)
+    rank = b.rank(node.inputs[0])
+    return b.op(
+        "Squeeze",
+        [node.inputs[0], b.int64s(axes, "axes")],
+        rank=None if rank is None else rank - len(axes),
+    )
+
+
+@converter("Shape")
+def shape(node: TFNode, b: Builder) -> str:
+    found = b.op("Shape", [node.inputs[0]], rank=1, elem_type=TensorProto.INT64)
+    return b.cast(found, onnx_type(node.attr("out_type", dtypes.DT_INT32)))
+
+
+@converter("Size")
+def size(node: TFNode, b: Builder) -> str:
+    found = b.op("Size", [node.inputs[0]], rank=0, elem_type=TensorProto.INT64)
+    return b.cast(found, onnx_type(node.attr("out_type", dtypes.DT_INT32)))
+
+
+@converter("Fill")
+def fill(node: TFNode, b: Builder) -> str:
+    dims, value = node.inputs
+    return b.op("Expand", [value, _int64(b, dims)], rank=None, elem_type=node.elem_type(1))
+
+
+@converter("BroadcastTo")
+def broadcast_to(node: TFNode, b: Builder) -> str:
+    x, shape = node.inputs
+    return b.op("Expand", [x, _int64(b, shape)], rank=None)
+
+
+@converter("ZerosLike", "OnesLike")
+def zeros_like(node: TFNode, b: Builder) -> str:
+    from onnx import helper
+
+    value = np.array(0 if node.type == "ZerosLike" else 1, helper.tensor_dtype_to_np_dtype(node.elem_type()))
+    shape_of = b.op("Shape", [node.inputs[0]], rank=1, elem_type=TensorProto.INT64)
+    return b.op("Expand", [b.const(value, "fill"), shape_of], rank=b.rank(node.inputs[0]))
+
+
+@converter("Tile")
+def tile(node: TFNode, b: Builder) -> str:
+    x, multiples = node.inputs
+    return b.op("Tile", [x, _int64(b, multiples)])
+
+
+@converter("GatherV2", const_inputs=(2,))
+def gather_v2(node: TFNode, b: Builder) -> str:
+    params, indices, _ = node.inputs
+    if node.attr("batch_dims", 0):
+        raise NotConvertible("GatherV2 with batch_dims")
+    axis = int(np.asarray(node.const_required(2)).reshape(()))
+    ranks = (b.rank(params), b.rank(indices))
+    rank = None if None in ranks else ranks[0] + ranks[1] - 1
+    return b.op("Gather", [params, indices], axis=axis, rank=rank, elem_type=node.elem_type(0))
+
+
+@converter("Slice", const_inputs=(1, 2))
+def slice_(node: TFNode, b: Builder) -> str:
+    begin = np.asarray(node.const_required(1), np.int64).reshape(-1)
+    size_ = np.asarray(node.const_required(2), np.int64).reshape(-1)
+    end = np.where(size_ < 0, _INT64_MAX, begin + size_)
+    axes = np.arange(begin.size, dtype=np.int64)
+    inputs = [node.inputs[0], b.int64s(begin), b.int64s(end), b.int64s(axes)]
+    return b.op("Slice", inputs)
+
+
+@converter("Split", num_outputs=None, const_inputs=(0,))
+def split(node: TFNode, b: Builder) -> list[str]:
+    axis = int(np.asarray(node.const_required(0)).reshape(()))
+    num = int(node.attr("num_split"))
+    value = node.inputs[1]
+    if num == 1:
+        return [b.op("Identity", [value])]
+    return b.op("Split", [value], axis=axis, num_outputs=num, outputs=num)
+
+
+@converter("Pad", "PadV2", const_inputs=(1,))
+def pad(node: TFNode, b: Builder) -> str:
+    paddings = np.asarray(node.const_required(1), np.int64)
+    pads = np.concatenate([paddings[:, 0], paddings[:, 1]])
+    inputs = [node.inputs[0], b.int64s(pads, "pads")]
+    if node.type == "PadV2":
+        inputs.append(node.inputs[2])
+    return b.op("Pad", inputs, mode="constant")
+
+
+@converter("StridedSlice", const_inputs=(1, 2, 3))
+def strided_slice(node: TFNode, b: Builder) -> str:
+    """Slice on the input's axes, then Squeeze the shrunk ones and Unsqueeze the new ones."""
+    begin, end, strides = (np.asarray(node.const_required(i), np.int64).reshape(-1) for i in (1, 2, 3))
+    masks = {k: node.attr(k, 0) for k in ("begin_mask", "end_mask", "shrink_axis_mask", "new_axis_mask")}
+    ellipsis = node.attr("ellipsis_mask", 0)
+    rank = node.rank(0) if ellipsis else b.rank(node.inputs[0])
+    spans = {"starts": [], "ends": [], "axes": [], "steps": []}
+    squeeze_axes, new_axes = [], []
+    dim = out = 0
+    for i in range(begin.size):
+        bit = 1 << i
+        if ellipsis & bit:
+            covered = rank - sum(
+                1 for j in range(begin.size) if not (masks["new_axis_mask"] | ellipsis) & (1 << j)
+            )
+            dim, out = dim + covered, out + covered
+            continue
+        if masks["new_axis_mask"] & bit:
+            new_axes.append(out)
+            out += 1
+            continue
+        start, stop, step = _slice_bounds(int(begin[i]), int(end[i]), int(strides[i]), bit, masks)
+        for key, value in zip(("starts", "ends", "axes", "steps"), (start, stop, dim, step)):
+            spans[key].append(value)
+        if masks["shrink_axis_mask"] & bit:
+            squeeze_axes.append(dim)
+        else:
+            out += 1
+        dim += 1
+    x = node.inputs[0]
+    if spans["axes"]:
+        x = b.op(
+            "Slice", [x, *(b.int64s(spans[k], k) for k in ("starts", "ends", "axes", "steps"))], rank=rank
+        )
+    if squeeze_axes:
+        x = b.op(
+            "Squeeze",
+            [x, b.int64s(squeeze_axes, "axes")],
+            rank=None if rank is None else rank - len(squeeze_axes),
+        )
+    if new_axes:
+        x = b.op(
+            "Unsqueeze", [x, b.int64s(new_axes, "axes")], rank=None if rank is None else out + rank - dim
+        )
+    return x if x != node.inputs[0] else b.op("Identity", [x])
+
+
+def _slice_bounds(start: int, stop: int, step: int, bit: int, masks: dict) -> tuple[int, int, int]:
+    if masks["shrink_axis_mask"] & bit:
+        return start, (_INT64_MAX if start == -1 else start + 1), 1
+    if masks["begin_mask"] & bit:
+        start = 0 if step > 0 else _INT64_MAX
+    if masks["end_mask"] & bit:
+        stop = _INT64_MAX if step > 0 else _INT64_MIN
+    return start, stop, step
+
+
+@converter("ReverseV2", const_inputs=(1,))
+def reverse_v2(node: TFNode, b: Builder) -> str:
+    axes = np.asarray(node.const_required(1), np.int64).reshape(-1)
+    if axes.size == 0:
+        return b.op("Identity", [node.inputs[0]])
+    ones = np.full(axes.size, -1, np.int64)
+    inputs = [b.int64s(np.full(axes.size, -1)), b.int64s(np.full(axes.size, _INT64_MIN)), b.int64s(axes)]
+    return b.op("Slice", [node.inputs[0], *inputs, b.int64s(ones)])
+
+
+@converter("Range")
+def range_(node: TFNode, b: Builder) -> str:
+    return b.op("Range", node.inputs, rank=1)
+
+
+@converter("Unpack", num_outputs=None)
+def unpack(node: TFNode, b: Builder) -> list[str]:
+    axis, num = int(node.attr("axis", 0)), int(node.attr("num"))
+    rank = node.rank(0)
+    parts = (
+        b.op("Split", [node.inputs[0]], axis=axis, num_outputs=num, outputs=num)
+        if num > 1
+        else [node.inputs[0]]
+    )
+    axes = b.int64s([axis], "axes")
+    return [b.op("Squeeze", [p, axes], rank=rank - 1) for p in parts]

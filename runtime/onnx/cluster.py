@@ -1,0 +1,173 @@
+"""The ``_OrtCluster`` kernel: one fused cluster run by onnxruntime, validated against numpy.
+
+A ``ClusterRunner`` owns, per signature of input dtypes and ranks, one converted ONNX model and
+one ``onnxruntime.InferenceSession`` (compiled on the first run with that signature: ranks and
+dtypes then are the real ones). The first run of each signature also runs the cluster's ops with
+the native kernels on the same inputs and compares; on a conversion failure or a mismatch the
+whole cluster drops back to the native kernels for good, and the reason goes to the log and to
+the model's ``DelegationReport``. InferenceSession.run is thread-safe, so one session per
+signature serves every thread; compiling takes the runner's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+
+import numpy as np
+import onnxruntime as ort
+
+from apis.tensorflow.core.framework import graph_pb2
+from runtime import dtypes
+from runtime.graph import Graph, Operation
+from runtime.kernels.registry import kernel
+from runtime.onnx import options as options_lib
+from runtime.onnx.converter import Signature, convert_subgraph
+from runtime.onnx.partition import CLUSTER_OP
+from runtime.plan import build_plan, run_plan
+
+logger = logging.getLogger(__name__)
+
+_NATIVE = object()  # a compiled entry meaning "run natively"
+_TOLERANCE = {np.dtype(np.float16): (1e-2, 1e-2), np.dtype(np.float64): (1e-7, 1e-9)}
+
+
+class ClusterRunner:
+    """Runs one cluster; see the module docstring for compilation, validation and fallback."""
+
+    def __init__(
+        self,
+        name: str,
+        subgraph: bytes,
+        input_names: list[str],
+        output_names: list[str],
+        options: options_lib.DelegationOptions,
+        device: str = "",
+        report=None,
+    ):
+        self.name = name
+        self._graph_def = graph_pb2.GraphDef.FromString(subgraph)
+        self._inputs = input_names
+        self._outputs = output_names
+        self._options = options
+        self._device = device
+        self._report = report
+        self._compiled: dict[Signature, object] = {}
+        self._native_plan = None
+        self._native_only = False
+        self._lock = threading.Lock()
+        self.providers: list[str] = []
+
+    def __call__(self, *inputs):
+        signature = Signature(
+            tuple(dtypes.from_numpy(np.asarray(x).dtype) for x in inputs), tuple(np.ndim(x) for x in inputs)
+        )
+        entry = self._compiled.get(signature)
+        if entry is None:
+            with self._lock:
+                entry = self._compiled.get(signature)
+                if entry is None:
+                    entry, results = self._compile(signature, inputs)
+                    self._compiled[signature] = entry
+                    return self._result(results)
+        if entry is _NATIVE or self._native_only:
+            return self._result(self._run_native(inputs))
+        feeds = {f"input_{i}": _contiguous(x) for i, x in enumerate(inputs)}
+        return self._result(entry.run(None, feeds))
+
+    def _result(self, outputs):
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _compile(self, signature: Signature, inputs) -> tuple[object, list]:
+        """The session for ``signature`` (or _NATIVE) and this first run's outputs."""
+        native = self._run_native(inputs) if self._options.validate or self._native_only else None
+        if self._native_only:
+            return _NATIVE, native
+        try:
+            model = convert_subgraph(self._graph_def, self._inputs, self._outputs, signature)
+            session = ort.InferenceSession(
+                model.SerializeToString(),
+                options_lib.session_options(self._options),
+                providers=options_lib.providers(self._options, self._device),
+            )
+            self.providers = session.get_providers()
+            feeds = {f"input_{i}": _contiguous(x) for i, x in enumerate(inputs)}
+            ours = session.run(None, feeds)
+        except Exception as exc:  # noqa: BLE001 - any failure to convert or compile means native
+            return self._fall_back(f"not converted: {type(exc).__name__}: {exc}", native, inputs)
+        if native is not None:
+            problem = self._mismatch(ours, native)
+            if problem is not None:
+                return self._fall_back(f"validation failed: {problem}", native, inputs)
+        return session, ours
+
+    def _fall_back(self, why: str, native, inputs) -> tuple[object, list]:
+        self._native_only = True
+        logger.warning("onnxruntime cluster %s runs natively from now on: %s", self.name, why)
+        if self._report is not None:
+            self._report.record_fallback(self.name, why)
+        return _NATIVE, native if native is not None else self._run_native(inputs)
+
+    def _mismatch(self, ours: list, native: list) -> str | None:
+        for index, (a, b) in enumerate(zip(ours, native)):
+            a, b = np.asarray(a), np.asarray(b)
+            where = f"output {index} ({self._outputs[index]})"
+            if a.dtype != b.dtype or a.shape != b.shape:
+                return f"{where}: {a.dtype}{list(a.shape)} vs native {b.dtype}{list(b.shape)}"
+            if b.dtype.kind == "f":
+                rtol, atol = _TOLERANCE.get(b.dtype, (self._options.rtol, self._options.atol))
+                scale = max(1.0, float(np.nanmax(np.abs(b), initial=0.0)))
+                close = np.isclose(a, b, rtol=rtol, atol=atol * scale, equal_nan=True)
+                if not close.all():
+                    worst = float(np.nanmax(np.abs(a.astype(np.float64) - b)))
+                    return f"{where}: max abs difference {worst:.3g}"
+            elif not np.array_equal(a, b):
+                return f"{where}: values differ"
+        return None
+
+    def _run_native(self, inputs) -> list:
+        if self._native_plan is None:
+            graph = Graph.from_graph_def(self._graph_def)
+            feeds = [graph.get_tensor_by_name(f"{n}:0") for n in self._inputs]
+            fetches = [graph.get_tensor_by_name(t) for t in self._outputs]
+            self._native_plan = build_plan(feeds, fetches, ())
+        return [np.asarray(v) for v in run_plan(self._native_plan, list(inputs))]
+
+
+def _contiguous(x) -> np.ndarray:
+    array = np.asarray(x)  # 0-d stays 0-d (np.ascontiguousarray would make it 1-d)
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
+
+
+_RUNNERS: weakref.WeakKeyDictionary[Operation, ClusterRunner] = weakref.WeakKeyDictionary()
+_RUNNERS_LOCK = threading.Lock()
+
+
+def attach(op: Operation, options: options_lib.DelegationOptions, report=None) -> ClusterRunner:
+    """The runner of cluster node ``op``, created from its attrs with ``options``."""
+    attr = op.node_def.attr
+    runner = ClusterRunner(
+        op.name,
+        attr["subgraph"].s,
+        [n.decode() for n in attr["input_names"].list.s],
+        [n.decode() for n in attr["output_names"].list.s],
+        options,
+        attr["device"].s.decode() if "device" in attr else "",
+        report,
+    )
+    with _RUNNERS_LOCK:
+        _RUNNERS[op] = runner
+    return runner
+
+
+def runner_of(op: Operation) -> ClusterRunner | None:
+    return _RUNNERS.get(op)
+
+
+@kernel(CLUSTER_OP)
+def ort_cluster(*inputs, ctx):
+    runner = _RUNNERS.get(ctx.op)
+    if runner is None:  # a fused GraphDef imported elsewhere: default options
+        runner = attach(ctx.op, options_lib.DelegationOptions())
+    return runner(*inputs)

@@ -1,0 +1,295 @@
+"""The converter registry and the builder converters write ONNX into.
+
+A converter is one function per TF op, registered by decorator, in the file named after the op's
+TF family (``math_ops.py``, ``array_ops.py``, ``nn_ops.py``). It receives a ``TFNode`` (the TF
+node with the ONNX names, ranks, dtypes and constant values of its inputs) and the ``Builder``,
+adds ONNX nodes and initializers through the builder, and returns the ONNX value name of each TF
+output (``None`` for an output it does not produce)::
+
+    @converter("MatMul")
+    def mat_mul(node: TFNode, b: Builder) -> list[str | None]:
+        ...
+
+A converter raises ``NotConvertible`` when this node, with these ranks and dtypes, has no exact
+ONNX equivalent; the cluster then stays native. ``convert_subgraph`` turns a cluster's
+self-contained GraphDef (``Placeholder`` inputs, ``Const`` nodes, the cluster's ops) into one
+ONNX model for one signature of input ranks and dtypes.
+
+Opset: one pinned default-domain opset, ``OPSET`` (21, which onnxruntime 1.20+ runs). Contrib
+ops are not written by hand: onnxruntime's own graph optimizer (``ORT_ENABLE_ALL``) rewrites the
+converted graph into its fused contrib kernels (Gelu, FusedMatMul, Gemm, attention) where the
+pattern is exact, which is the only place that decision can be made safely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from apis.tensorflow.core.framework import graph_pb2
+from runtime import attrs as attr_lib
+from runtime import dtypes, tensor_util
+from runtime.op_def import parse_input
+
+OPSET = 21
+IR_VERSION = 10
+
+# TF dtypes a cluster may carry, by their ONNX element type.
+ONNX_TYPES: dict[int, int] = {
+    dtypes.DT_FLOAT: TensorProto.FLOAT,
+    dtypes.DT_DOUBLE: TensorProto.DOUBLE,
+    dtypes.DT_HALF: TensorProto.FLOAT16,
+    dtypes.DT_INT32: TensorProto.INT32,
+    dtypes.DT_INT64: TensorProto.INT64,
+    dtypes.DT_INT8: TensorProto.INT8,
+    dtypes.DT_UINT8: TensorProto.UINT8,
+    dtypes.DT_BOOL: TensorProto.BOOL,
+}
+FLOAT_TYPES = frozenset({dtypes.DT_FLOAT, dtypes.DT_DOUBLE, dtypes.DT_HALF})
+
+
+class NotConvertible(Exception):
+    """This node, with these ranks and dtypes, has no exact ONNX form (the reason is the text)."""
+
+
+@dataclass(frozen=True)
+class ConverterDef:
+    op_types: tuple[str, ...]
+    fn: Callable
+    num_outputs: int  # the TF outputs the converter produces, from index 0
+    const_inputs: tuple[int, ...]  # inputs whose value must be known when converting
+    dtypes: frozenset[int] | None  # allowed dtypes of input 0 (None: any ONNX_TYPES)
+
+
+CONVERTERS: dict[str, ConverterDef] = {}
+
+
+def converter(
+    *op_types: str,
+    num_outputs: int = 1,
+    const_inputs: tuple[int, ...] = (),
+    dtypes: Sequence[int] | None = None,
+) -> Callable[[Callable], Callable]:
+    """Register ``fn`` as the ONNX converter of each TF op type named."""
+
+    def register(fn: Callable) -> Callable:
+        definition = ConverterDef(
+            op_types, fn, num_outputs, const_inputs, frozenset(dtypes) if dtypes is not None else None
+        )
+        for op_type in op_types:
+            if op_type in CONVERTERS:
+                raise ValueError(f"Converter for op {op_type!r} registered twice")
+            CONVERTERS[op_type] = definition
+        return fn
+
+    return register
+
+
+def lookup(op_type: str) -> ConverterDef | None:
+    return CONVERTERS.get(op_type)
+
+
+@dataclass
+class Value:
+    """What the builder knows of one ONNX value."""
+
+    elem_type: int
+    rank: int | None
+    const: np.ndarray | None = None
+
+
+@dataclass
+class Builder:
+    """Accumulates one ONNX graph: nodes, initializers, and each value's type, rank and constant."""
+
+    nodes: list = field(default_factory=list)
+    initializers: list = field(default_factory=list)
+    graph_inputs: list = field(default_factory=list)
+    values: dict[str, Value] = field(default_factory=dict)
+    _count: int = 0
+
+    def fresh(self, hint: str) -> str:
+        self._count += 1
+        return f"{hint.replace(':', '_')}__{self._count}"
+
+    def const(self, array, hint: str = "const") -> str:
+        array = np.asarray(array)
+        name = self.fresh(hint)
+        self.initializers.append(numpy_helper.from_array(array, name))
+        elem = helper.np_dtype_to_tensor_dtype(array.dtype)
+        self.values[name] = Value(elem, array.ndim, array)
+        return name
+
+    def int64s(self, values, hint: str = "ints") -> str:
+        return self.const(np.asarray(values, dtype=np.int64), hint)
+
+    def op(
+        self,
+        op_type: str,
+        inputs: Sequence[str],
+        *,
+        rank: int | None | str = "auto",
+        elem_type: int | None = None,
+        outputs: int = 1,
+        domain: str = "",
+        **attrs,
+    ) -> str | list[str]:
+        """Adds one node; its outputs' rank defaults to the largest input rank (broadcasting)."""
+        names = [self.fresh(op_type) for _ in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, list(inputs), names, domain=domain or None, **attrs))
+        known = [self.values[i] for i in inputs if i]
+        if rank == "auto":
+            ranks = [v.rank for v in known]
+            rank = max(ranks) if ranks and None not in ranks else None
+        elem = elem_type if elem_type is not None else (known[0].elem_type if known else TensorProto.FLOAT)
+        for name in names:
+            self.values[name] = Value(elem, rank)
+        return names[0] if outputs == 1 else names
+
+    def rank(self, name: str) -> int | None:
+        return self.values[name].rank
+
+    def infer_rank(self, name: str) -> int | None:
+        """``name``'s rank by ONNX shape inference over the graph so far (where tracking lost it)."""
+        small = [t for t in self.initializers if np.prod(t.dims) <= 4096]
+        big = [
+            helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+            for t in self.initializers
+            if np.prod(t.dims) > 4096
+        ]
+        probe = helper.make_tensor_value_info(name, self.values[name].elem_type, None)
+        graph = helper.make_graph(self.nodes, "probe", self.graph_inputs + big, [probe], small)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+        model.ir_version = IR_VERSION
+        inferred = onnx.shape_inference.infer_shapes(model)
+        for info in [*inferred.graph.value_info, *inferred.graph.output]:
+            if info.name == name and info.type.tensor_type.HasField("shape"):
+                self.values[name].rank = len(info.type.tensor_type.shape.dim)
+                return self.values[name].rank
+        return None
+
+    def elem_type(self, name: str) -> int:
+        return self.values[name].elem_type
+
+    def cast(self, name: str, elem_type: int) -> str:
+        if self.elem_type(name) == elem_type:
+            return name
+        return self.op("Cast", [name], to=elem_type, elem_type=elem_type, rank=self.rank(name))
+
+
+class TFNode:
+    """A TF node as a converter sees it: attrs by TF's names, inputs as ONNX values."""
+
+    def __init__(self, name: str, op_type: str, attrs: dict, inputs: list[str], builder: Builder):
+        self.name = name
+        self.type = op_type
+        self.attrs = attrs
+        self.inputs = inputs
+        self._b = builder
+
+    def attr(self, name: str, default=None):
+        value = self.attrs.get(name)
+        return default if value is None else value
+
+    def rank(self, index: int) -> int:
+        rank = self._b.rank(self.inputs[index])
+        if rank is None:
+            rank = self._b.infer_rank(self.inputs[index])
+        if rank is None:
+            raise NotConvertible(f"{self.type} needs the rank of input {index}")
+        return rank
+
+    def const(self, index: int) -> np.ndarray | None:
+        return self._b.values[self.inputs[index]].const
+
+    def const_required(self, index: int) -> np.ndarray:
+        value = self.const(index)
+        if value is None:
+            raise NotConvertible(f"{self.type} input {index} is not a constant")
+        return value
+
+    def elem_type(self, index: int = 0) -> int:
+        return self._b.elem_type(self.inputs[index])
+
+
+def onnx_type(dtype: int) -> int:
+    try:
+        return ONNX_TYPES[dtypes.base_dtype(dtype)]
+    except KeyError:
+        raise NotConvertible(f"dtype {dtypes.name(dtype)} has no ONNX type here") from None
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One compiled form of a cluster: the dtype (TF enum) and rank of each input."""
+
+    dtypes: tuple[int, ...]
+    ranks: tuple[int, ...]
+
+
+def convert_subgraph(
+    graph_def: graph_pb2.GraphDef,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    signature: Signature,
+) -> onnx.ModelProto:
+    """The ONNX model of a cluster's GraphDef for one input signature (NotConvertible if none).
+
+    ``graph_def`` lists its nodes in a topological order; ``input_names`` are its Placeholder
+    nodes, in the cluster's input order; ``output_names`` its output tensors (``node:i``).
+    """
+    b = Builder()
+    by_tensor: dict[str, str] = {}
+    graph_inputs = []
+    position = {name: i for i, name in enumerate(input_names)}
+    for node in graph_def.node:
+        if node.op == "Placeholder":
+            i = position[node.name]
+            elem, rank = onnx_type(signature.dtypes[i]), signature.ranks[i]
+            onnx_name = f"input_{i}"
+            b.values[onnx_name] = Value(elem, rank)
+            graph_inputs.append(helper.make_tensor_value_info(onnx_name, elem, [None] * rank))
+            b.graph_inputs = graph_inputs
+            by_tensor[f"{node.name}:0"] = onnx_name
+            continue
+        attrs = attr_lib.decode_attrs(node.attr)
+        if node.op == "Const":
+            onnx_type(attrs["dtype"])
+            value = tensor_util.make_ndarray(node.attr["value"].tensor)
+            by_tensor[f"{node.name}:0"] = b.const(value, node.name)
+            continue
+        inputs = []
+        for text in node.input:
+            source, index, is_control = parse_input(text)
+            if not is_control:
+                inputs.append(by_tensor[f"{source}:{index}"])
+        definition = lookup(node.op)
+        if definition is None:
+            raise NotConvertible(f"no converter for {node.op}")
+        tf_node = TFNode(node.name, node.op, attrs, inputs, b)
+        results = definition.fn(tf_node, b)
+        results = [results] if isinstance(results, str) else list(results)
+        for i, onnx_name in enumerate(results):
+            if onnx_name is not None:
+                by_tensor[f"{node.name}:{i}"] = onnx_name
+    return _model(b, graph_inputs, [by_tensor[t] for t in output_names])
+
+
+def _model(b: Builder, graph_inputs: list, results: list[str]) -> onnx.ModelProto:
+    outputs = []
+    for i, name in enumerate(results):
+        # Every output gets its public name through an Identity (ORT removes it when optimising),
+        # so an output may also be an input, an initializer or another output.
+        out = f"output_{i}"
+        b.nodes.append(helper.make_node("Identity", [name], [out]))
+        outputs.append(helper.make_tensor_value_info(out, b.values[name].elem_type, None))
+    graph = helper.make_graph(b.nodes, "cluster", graph_inputs, outputs, b.initializers)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="savedmodel-server"
+    )
+    model.ir_version = IR_VERSION
+    return model

@@ -1,0 +1,205 @@
+"""``delegate(session)``: rewrite a loaded Session's graph once so that clusters run in onnxruntime.
+
+Steps, each a pure function of the one before except where the Session's variables are read:
+
+1. ``inline_calls``: TF2 call nodes whose bodies only compute become their bodies;
+2. the served region: ops the signatures need (clusters never mix ops of different signature
+   sets, nor take in a tensor a signature feeds), or the whole graph;
+3. variables: if no op of that region can write a variable (``Assign*``, ``Scatter*``,
+   ``*Apply*``, in the graph or in a function it calls), every ``ReadVariableOp`` of a
+   ``VarHandleOp`` and ``Identity`` of a ``VariableV2`` is frozen: its current value (after
+   restore and init) becomes a constant of the clusters that read it; otherwise reads stay native;
+4. ``propose_clusters`` then ``fuse`` give a new GraphDef, imported as a new Graph sharing the
+   function library, with the collections carried over by name;
+5. a ``ClusterRunner`` per cluster node; the Session runs the new graph from then on.
+
+The report (``DelegationReport``) is returned, kept on the Session and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import numpy as np
+
+from runtime.graph import Graph, Operation
+from runtime.onnx import cluster as cluster_lib
+from runtime.onnx import partition
+from runtime.onnx.inline import inline_calls
+from runtime.onnx.options import DelegationOptions
+from runtime.onnx.report import BOOKKEEPING, ClusterSummary, DelegationReport, estimate_flops
+from runtime.plan import build_plan, run_plan
+
+logger = logging.getLogger(__name__)
+
+_WRITE_PREFIXES = ("Assign", "ResourceScatter", "Scatter", "ResourceApply", "Apply", "ResourceSparseApply")
+
+
+def delegate(session, options: DelegationOptions | None = None, signatures: Iterable | None = None):
+    """Rewrites ``session``'s graph (see the module docstring); returns the DelegationReport.
+
+    ``signatures``: what will be run, as (feed names, fetch names) pairs (see ``served_region``).
+    """
+    options = (options or DelegationOptions()).with_config(getattr(session, "_config", None))
+    if not options.enabled:
+        report = DelegationReport(enabled=False)
+        session.delegation_report = report
+        return report
+    original = session.graph
+    library = original.functions
+    inlined = Graph(functions=library)
+    inlined.import_graph_def(inline_calls(original.as_graph_def(), library))
+    needed = served_region(inlined, signatures)
+    region = list(needed)
+    frozen, note = {}, "variables read natively (delegation options)"
+    if options.freeze_variables:
+        frozen, note = freeze_variables(inlined, region, session.resources)
+    fed = fed_producers(inlined, signatures)
+    within = {op.name: key for op, key in needed.items() if op.name not in fed}
+    clusters = partition.propose_clusters(inlined, frozen, within=within)
+    fused = Graph(functions=library)
+    fused.import_graph_def(partition.fuse(inlined, clusters, frozen))
+    _copy_collections(original, fused)
+    if original.finalized:
+        fused.finalize()
+    report = build_report(inlined, region, clusters, len(frozen), note)
+    for spec in clusters:
+        cluster_lib.attach(fused.get_operation_by_name(spec.name), options, report)
+    session._replace_graph(fused)
+    session.delegation_report = report
+    logger.info("%s", report.summary())
+    return report
+
+
+def served_region(graph: Graph, signatures: Iterable | None) -> dict[Operation, frozenset[int]]:
+    """Each op some signature needs -> the indices of the signatures that need it.
+
+    ``signatures``: (feeds, fetches) pairs of tensor names (a fed tensor cuts its producer off),
+    or plain fetch names (one signature); None: the whole graph, as one signature.
+    """
+    if signatures is None:
+        return dict.fromkeys(graph.get_operations(), frozenset({0}))
+    pairs = [((), [s]) if isinstance(s, str) else s for s in signatures]
+    needed: dict[Operation, set[int]] = {}
+    for index, (feeds, fetches) in enumerate(pairs):
+        fed = {graph.get_tensor_by_name(t) for t in feeds}
+        stack = [_element_op(graph, name) for name in fetches]
+        seen = set(stack)
+        while stack:
+            op = stack.pop()
+            needed.setdefault(op, set()).add(index)
+            for pred in [t.op for t in op.inputs if t not in fed] + op.control_inputs:
+                if pred not in seen:
+                    seen.add(pred)
+                    stack.append(pred)
+    return {op: frozenset(needed[op]) for op in graph.get_operations() if op in needed}
+
+
+def _element_op(graph: Graph, name: str) -> Operation:
+    element = graph.as_graph_element(name.lstrip("^"))
+    return element if isinstance(element, Operation) else element.op
+
+
+def fed_producers(graph: Graph, signatures: Iterable | None) -> set[str]:
+    """Ops whose outputs some signature feeds: they must stay outside clusters."""
+    if signatures is None:
+        return set()
+    return {graph.get_tensor_by_name(t).op.name for s in signatures if not isinstance(s, str) for t in s[0]}
+
+
+def writes_variables(ops: Iterable[Operation], library) -> str | None:
+    """The first op (or called function) that can write a variable, or None."""
+    pending = []
+    for op in ops:
+        if op.type.startswith(_WRITE_PREFIXES):
+            return f"{op.type} {op.name}"
+        for value in op.node_def.attr.values():
+            if value.WhichOneof("value") == "func":
+                pending.append(value.func.name)
+        if op.type in library:
+            pending.append(op.type)
+    seen = set()
+    while pending:
+        name = pending.pop()
+        if name in seen or name not in library:
+            continue
+        seen.add(name)
+        for node in library[name].node_def:
+            if node.op.startswith(_WRITE_PREFIXES):
+                return f"{node.op} in function {name}"
+            pending += [v.func.name for v in node.attr.values() if v.WhichOneof("value") == "func"]
+            if node.op in library:
+                pending.append(node.op)
+    return None
+
+
+def variable_reads(ops: Iterable[Operation]) -> list[Operation]:
+    """``ReadVariableOp`` of a ``VarHandleOp`` and ``Identity`` of a ``VariableV2``."""
+    found = []
+    for op in ops:
+        source = op.inputs[0].op if op.inputs else None
+        if source is None:
+            continue
+        if (op.type == "ReadVariableOp" and source.type == "VarHandleOp") or (
+            op.type == "Identity" and source.type in ("VariableV2", "Variable")
+        ):
+            found.append(op)
+    return found
+
+
+def freeze_variables(graph: Graph, region: list[Operation], resources) -> tuple[dict[str, np.ndarray], str]:
+    """Current values of the region's variable reads, or ({}, why not)."""
+    writer = writes_variables(region, graph.functions)
+    if writer is not None:
+        return {}, f"variables read natively: the served graph can write them ({writer})"
+    reads = variable_reads(region)
+    if not reads:
+        return {}, ""
+    try:
+        plan = build_plan((), [op.outputs[0] for op in reads], (), resources, None)
+        values = run_plan(plan, [])
+    except Exception as exc:  # noqa: BLE001 - an unreadable variable keeps its reads native
+        return {}, f"variables read natively: {type(exc).__name__}: {exc}"
+    return {op.name: np.asarray(v) for op, v in zip(reads, values)}, ""
+
+
+def build_report(
+    graph: Graph, region: list[Operation], clusters: list[partition.Cluster], frozen: int, note: str
+) -> DelegationReport:
+    members = {name: c.name for c in clusters for name in c.nodes}
+    report = DelegationReport(frozen_variables=frozen, variables_note=note)
+    excluded = partition.control_flow_region(graph)
+    for spec in clusters:
+        ops = [graph.get_operation_by_name(n) for n in spec.nodes]
+        kinds: dict[str, int] = {}
+        for op in ops:
+            kinds[op.type] = kinds.get(op.type, 0) + 1
+        report.clusters.append(ClusterSummary(spec.name, spec.nodes, kinds, sum(map(estimate_flops, ops))))
+    for op in region:
+        if op.name in members or op.type in BOOKKEEPING:
+            continue
+        why = partition.reason(op)
+        if op.name in excluded:
+            why = "TF1 control flow"
+        elif why is None:
+            why = (
+                "only data movement in its cluster" if op.type in partition.DATA_MOVEMENT else "not clustered"
+            )
+        report.native[op.name] = (op.type, why)
+        report.native_flops += estimate_flops(op)
+    return report
+
+
+def _copy_collections(source: Graph, target: Graph) -> None:
+    for key in source.get_all_collection_keys():
+        items = []
+        for item in source.get_collection(key):
+            name = getattr(item, "name", None)
+            if name is not None and hasattr(item, "graph"):
+                try:
+                    item = target.as_graph_element(name)
+                except (KeyError, ValueError):
+                    continue
+            items.append(item)
+        target.get_collection_ref(key).extend(items)

@@ -1,0 +1,250 @@
+"""Converters for TF's math ops: elementwise arithmetic, comparisons, matrix products, reductions.
+
+Elementwise ops broadcast as numpy does in both TF and ONNX, so most are one ONNX node. Integer
+division and float modulo round differently in the two (TF floors, ONNX truncates) and are not
+converted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from runtime import dtypes
+from runtime.onnx.converter import FLOAT_TYPES, Builder, NotConvertible, TFNode, converter, onnx_type
+
+FLOATS = tuple(FLOAT_TYPES)
+NUMBERS = (*FLOATS, dtypes.DT_INT32, dtypes.DT_INT64)
+INTS = (dtypes.DT_INT32, dtypes.DT_INT64)
+
+_BINARY = {
+    "Add": "Add",
+    "AddV2": "Add",
+    "Sub": "Sub",
+    "Mul": "Mul",
+    "Maximum": "Max",
+    "Minimum": "Min",
+    "Pow": "Pow",
+}
+_FLOAT_UNARY = {
+    "Sigmoid": "Sigmoid",
+    "Tanh": "Tanh",
+    "Exp": "Exp",
+    "Log": "Log",
+    "Sqrt": "Sqrt",
+    "Erf": "Erf",
+    "Floor": "Floor",
+    "Ceil": "Ceil",
+    "Round": "Round",
+    "Reciprocal": "Reciprocal",
+    "Inv": "Reciprocal",
+    "Sin": "Sin",
+    "Cos": "Cos",
+}
+_NUMBER_UNARY = {"Neg": "Neg", "Abs": "Abs", "Sign": "Sign"}
+_COMPARE = {
+    "Less": "Less",
+    "LessEqual": "LessOrEqual",
+    "Greater": "Greater",
+    "GreaterEqual": "GreaterOrEqual",
+    "Equal": "Equal",
+}
+_REDUCE = {
+    "Sum": "ReduceSum",
+    "Mean": "ReduceMean",
+    "Max": "ReduceMax",
+    "Min": "ReduceMin",
+    "Prod": "ReduceProd",
+}
+
+
+def _binary(node: TFNode, b: Builder) -> str:
+    return b.op(_BINARY[node.type], node.inputs)
+
+
+for _op in _BINARY:
+    converter(_op, dtypes=NUMBERS)(_binary)
+
+
+@converter("RealDiv", "Div", dtypes=FLOATS)
+def real_div(node: TFNode, b: Builder) -> str:
+    return b.op("Div", node.inputs)
+
+
+@converter("SquaredDifference", dtypes=NUMBERS)
+def squared_difference(node: TFNode, b: Builder) -> str:
+    diff = b.op("Sub", node.inputs)
+    return b.op("Mul", [diff, diff])
+
+
+@converter("FloorDiv", dtypes=FLOATS)
+def floor_div(node: TFNode, b: Builder) -> str:
+    return b.op("Floor", [b.op("Div", node.inputs)])
+
+
+@converter("FloorMod", dtypes=INTS)
+def floor_mod(node: TFNode, b: Builder) -> str:
+    return b.op("Mod", node.inputs, fmod=0)  # fmod=0: the result takes the divisor's sign, as TF's
+
+
+def _float_unary(node: TFNode, b: Builder) -> str:
+    return b.op(_FLOAT_UNARY[node.type], node.inputs)
+
+
+for _op in _FLOAT_UNARY:
+    converter(_op, dtypes=FLOATS)(_float_unary)
+
+
+def _number_unary(node: TFNode, b: Builder) -> str:
+    return b.op(_NUMBER_UNARY[node.type], node.inputs)
+
+
+for _op in _NUMBER_UNARY:
+    converter(_op, dtypes=NUMBERS)(_number_unary)
+
+
+@converter("Rsqrt", dtypes=FLOATS)
+def rsqrt(node: TFNode, b: Builder) -> str:
+    return b.op("Reciprocal", [b.op("Sqrt", node.inputs)])
+
+
+@converter("Square", dtypes=NUMBERS)
+def square(node: TFNode, b: Builder) -> str:
+    (x,) = node.inputs
+    return b.op("Mul", [x, x])
+
+
+@converter("Erfc", dtypes=FLOATS)
+def erfc(node: TFNode, b: Builder) -> str:
+    one = b.const(np.ones((), _np(node)), "one")
+    return b.op("Sub", [one, b.op("Erf", node.inputs)])
+
+
+def _np(node: TFNode, index: int = 0):
+    from onnx import helper
+
+    return helper.tensor_dtype_to_np_dtype(node.elem_type(index))
+
+
+def _compare(node: TFNode, b: Builder) -> str:
+    return b.op(_COMPARE[node.type], node.inputs, elem_type=TensorProto.BOOL)
+
+
+for _op in _COMPARE:
+    converter(_op, dtypes=(*NUMBERS, dtypes.DT_BOOL))(_compare)
+
+
+@converter("NotEqual", dtypes=(*NUMBERS, dtypes.DT_BOOL))
+def not_equal(node: TFNode, b: Builder) -> str:
+    return b.op("Not", [b.op("Equal", node.inputs, elem_type=TensorProto.BOOL)])
+
+
+@converter("LogicalAnd", "LogicalOr", dtypes=(dtypes.DT_BOOL,))
+def logical_binary(node: TFNode, b: Builder) -> str:
+    return b.op("And" if node.type == "LogicalAnd" else "Or", node.inputs)
+
+
+@converter("LogicalNot", dtypes=(dtypes.DT_BOOL,))
+def logical_not(node: TFNode, b: Builder) -> str:
+    return b.op("Not", node.inputs)
+
+
+@converter("AddN", dtypes=NUMBERS)
+def add_n(node: TFNode, b: Builder) -> str:
+    return b.op("Sum", node.inputs) if len(node.inputs) > 1 else b.op("Identity", node.inputs)
+
+
+@converter("Cast")
+def cast(node: TFNode, b: Builder) -> str:
+    to = onnx_type(node.attr("DstT"))
+    return b.op("Cast", node.inputs, to=to, elem_type=to)
+
+
+@converter("MatMul", dtypes=FLOATS)
+def mat_mul(node: TFNode, b: Builder) -> str:
+    a, c = node.inputs
+    if node.attr("transpose_a", False):
+        a = b.op("Transpose", [a], perm=[1, 0])
+    if node.attr("transpose_b", False):
+        c = b.op("Transpose", [c], perm=[1, 0])
+    return b.op("MatMul", [a, c], rank=2)
+
+
+def _swap_last(b: Builder, x: str, rank: int) -> str:
+    perm = list(range(rank))
+    perm[-2:] = perm[-1], perm[-2]
+    return b.op("Transpose", [x], perm=perm)
+
+
+@converter("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", dtypes=FLOATS)
+def batch_mat_mul(node: TFNode, b: Builder) -> str:
+    x, y = node.inputs
+    if node.type == "BatchMatMulV3" and node.attr("Tout") not in (None, node.attr("Ta")):
+        raise NotConvertible("BatchMatMulV3 with Tout != Ta")
+    if node.attr("adj_x", False):
+        x = _swap_last(b, x, node.rank(0))
+    if node.attr("adj_y", False):
+        y = _swap_last(b, y, node.rank(1))
+    return b.op("MatMul", [x, y])
+
+
+@converter("Einsum", dtypes=FLOATS)
+def einsum(node: TFNode, b: Builder) -> str:
+    equation = node.attr("equation")
+    equation = equation.decode() if isinstance(equation, bytes) else equation
+    output = equation.split("->")[-1] if "->" in equation else None
+    rank = None if output is None or "." in output else len(output)
+    return b.op("Einsum", node.inputs, equation=equation, rank=rank)
+
+
+def _reduce(node: TFNode, b: Builder) -> str:
+    x, axes = node.inputs
+    keep = int(bool(node.attr("keep_dims", False)))
+    axes_value = np.asarray(node.const_required(1), np.int64).reshape(-1)
+    rank = b.rank(x)
+    out_rank = None if rank is None else (rank if keep else rank - len(set(axes_value.tolist())))
+    if axes_value.size == 0:
+        out_rank = rank
+    return b.op(
+        _REDUCE[node.type],
+        [x, b.int64s(axes_value, "axes")],
+        keepdims=keep,
+        noop_with_empty_axes=1,
+        rank=out_rank,
+    )
+
+
+for _op in _REDUCE:
+    converter(_op, const_inputs=(1,), dtypes=NUMBERS)(_reduce)
+
+
+@converter("ArgMax", "ArgMin", const_inputs=(1,), dtypes=NUMBERS)
+def arg_max(node: TFNode, b: Builder) -> str:
+    axis = int(np.asarray(node.const_required(1)).reshape(()))
+    out = onnx_type(node.attr("output_type", dtypes.DT_INT64))
+    rank = b.rank(node.inputs[0])
+    found = b.op(
+        node.type,
+        [node.inputs[0]],
+        axis=axis,
+        keepdims=0,
+        elem_type=TensorProto.INT64,
+        rank=rank and rank - 1,
+    )
+    return b.cast(found, out)
+
+
+@converter("SelectV2")
+def select_v2(node: TFNode, b: Builder) -> str:
+    return b.op("Where", node.inputs, elem_type=node.elem_type(1))
+
+
+@converter("Select")
+def select(node: TFNode, b: Builder) -> str:
+    cond, x, y = node.inputs
+    cond_rank, x_rank = node.rank(0), node.rank(1)
+    if cond_rank == 1 and x_rank > 1:  # TF1 Select: a vector picks whole rows
+        cond = b.op("Reshape", [cond, b.int64s([-1] + [1] * (x_rank - 1), "shape")], rank=x_rank)
+    elif cond_rank != x_rank:
+        raise NotConvertible("Select with a condition of another rank")
+    return b.op("Where", [cond, x, y], elem_type=node.elem_type(1))

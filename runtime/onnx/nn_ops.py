@@ -1,0 +1,163 @@
+"""Converters for TF's nn ops: activations, bias, softmax, convolution, pooling, batch norm.
+
+TF's default layout is NHWC, ONNX's Conv and pooling are NCHW: an NHWC op becomes
+Transpose -> op -> Transpose, and onnxruntime's transpose optimizer cancels the pairs between
+consecutive ops. ``padding="SAME"`` is ONNX's ``SAME_UPPER`` (extra padding at the end).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+from runtime import dtypes
+from runtime.onnx.converter import FLOAT_TYPES, Builder, NotConvertible, TFNode, converter
+
+FLOATS = tuple(FLOAT_TYPES)
+_TO_NCHW = [0, 3, 1, 2]
+_TO_NHWC = [0, 2, 3, 1]
+
+
+def _np_type(node: TFNode, index: int = 0):
+    return helper.tensor_dtype_to_np_dtype(node.elem_type(index))
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else (value or "")
+
+
+@converter("Relu", dtypes=FLOATS)
+def relu(node: TFNode, b: Builder) -> str:
+    return b.op("Relu", node.inputs)
+
+
+@converter("Relu6", dtypes=FLOATS)
+def relu6(node: TFNode, b: Builder) -> str:
+    low, high = (b.const(np.array(v, _np_type(node)), "clip") for v in (0, 6))
+    return b.op("Clip", [node.inputs[0], low, high])
+
+
+@converter("Elu", "Selu", "Softsign", dtypes=FLOATS)
+def elu(node: TFNode, b: Builder) -> str:
+    return b.op(node.type, node.inputs)
+
+
+@converter("Softplus", dtypes=FLOATS)
+def softplus(node: TFNode, b: Builder) -> str:
+    return b.op("Softplus", node.inputs)
+
+
+@converter("LeakyRelu", dtypes=FLOATS)
+def leaky_relu(node: TFNode, b: Builder) -> str:
+    return b.op("LeakyRelu", node.inputs, alpha=float(node.attr("alpha", 0.2)))
+
+
+@converter("Softmax", "LogSoftmax", dtypes=FLOATS)
+def softmax(node: TFNode, b: Builder) -> str:
+    return b.op(node.type, node.inputs, axis=-1)
+
+
+@converter("BiasAdd", "BiasAddV1", dtypes=FLOATS)
+def bias_add(node: TFNode, b: Builder) -> str:
+    x, bias = node.inputs
+    if _text(node.attr("data_format", "NHWC")) == "NCHW":
+        rank = node.rank(0)
+        bias = b.op("Reshape", [bias, b.int64s([-1] + [1] * (rank - 2), "shape")], rank=rank - 1)
+    return b.op("Add", [x, bias])
+
+
+def _nhwc(node: TFNode) -> bool:
+    layout = _text(node.attr("data_format", "NHWC"))
+    if layout not in ("NHWC", "NCHW"):
+        raise NotConvertible(f"{node.type} with data_format {layout}")
+    return layout == "NHWC"
+
+
+def _spatial(values, nhwc: bool) -> list[int]:
+    values = list(values)
+    return values[1:3] if nhwc else values[2:4]
+
+
+def _padding(node: TFNode) -> dict:
+    padding = _text(node.attr("padding"))
+    if padding == "SAME":
+        return {"auto_pad": "SAME_UPPER"}
+    if padding == "VALID":
+        return {"auto_pad": "VALID"}
+    if padding == "EXPLICIT":
+        pairs = np.asarray(node.attr("explicit_paddings"), np.int64).reshape(-1, 2)
+        pairs = pairs[1:3] if _nhwc(node) else pairs[2:4]
+        return {"pads": [int(p) for p in (*pairs[:, 0], *pairs[:, 1])]}
+    raise NotConvertible(f"{node.type} with padding {padding!r}")
+
+
+def _in_nchw(b: Builder, x: str, nhwc: bool) -> str:
+    return b.op("Transpose", [x], perm=_TO_NCHW, rank=4) if nhwc else x
+
+
+def _out_layout(b: Builder, y: str, nhwc: bool) -> str:
+    return b.op("Transpose", [y], perm=_TO_NHWC, rank=4) if nhwc else y
+
+
+def _filter(b: Builder, node: TFNode, depthwise: bool) -> tuple[str, int]:
+    """The filter as ONNX's [O, I/group, kH, kW] and the group count (TF's is [kH, kW, I, M])."""
+    w = node.inputs[1]
+    value = node.const(1)
+    if depthwise:  # [kH, kW, C, M] -> [C*M, 1, kH, kW], group C
+        if value is None:
+            raise NotConvertible("DepthwiseConv2dNative with a non-constant filter")
+        kh, kw, c, m = value.shape
+        return b.const(value.reshape(kh, kw, 1, c * m).transpose(3, 2, 0, 1), "filter"), c
+    if value is not None:
+        return b.const(np.ascontiguousarray(value.transpose(3, 2, 0, 1)), "filter"), 1
+    return b.op("Transpose", [w], perm=[3, 2, 0, 1], rank=4), 1
+
+
+@converter("Conv2D", "DepthwiseConv2dNative", dtypes=FLOATS)
+def conv_2d(node: TFNode, b: Builder) -> str:
+    nhwc = _nhwc(node)
+    w, group = _filter(b, node, node.type == "DepthwiseConv2dNative")
+    x = _in_nchw(b, node.inputs[0], nhwc)
+    y = b.op(
+        "Conv",
+        [x, w],
+        strides=_spatial(node.attr("strides", [1, 1, 1, 1]), nhwc),
+        dilations=_spatial(node.attr("dilations", [1, 1, 1, 1]), nhwc),
+        group=group,
+        rank=4,
+        **_padding(node),
+    )
+    return _out_layout(b, y, nhwc)
+
+
+@converter("MaxPool", "AvgPool", dtypes=FLOATS)
+def pool(node: TFNode, b: Builder) -> str:
+    nhwc = _nhwc(node)
+    if node.type == "MaxPool" and _text(node.attr("padding")) == "EXPLICIT":
+        raise NotConvertible("MaxPool with explicit paddings")
+    x = _in_nchw(b, node.inputs[0], nhwc)
+    y = b.op(
+        "MaxPool" if node.type == "MaxPool" else "AveragePool",
+        [x],
+        kernel_shape=_spatial(node.attr("ksize"), nhwc),
+        strides=_spatial(node.attr("strides"), nhwc),
+        rank=4,
+        **_padding(node),
+    )
+    return _out_layout(b, y, nhwc)
+
+
+@converter("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3", dtypes=(dtypes.DT_FLOAT,))
+def fused_batch_norm(node: TFNode, b: Builder) -> list[str | None]:
+    """Inference batch norm as one multiply-add per channel: y = x * scale' + shift'."""
+    if node.attr("is_training", True):
+        raise NotConvertible("FusedBatchNorm in training mode")
+    x, scale, offset, mean, variance = node.inputs
+    eps = b.const(np.array(node.attr("epsilon", 1e-4), np.float32), "eps")
+    factor = b.op("Mul", [scale, b.op("Reciprocal", [b.op("Sqrt", [b.op("Add", [variance, eps])])])])
+    shift = b.op("Sub", [offset, b.op("Mul", [mean, factor])])
+    if not _nhwc(node):
+        shape = b.int64s([-1, 1, 1], "shape")
+        factor, shift = (b.op("Reshape", [v, shape], rank=3) for v in (factor, shift))
+    y = b.op("Add", [b.op("Mul", [x, factor]), shift])
+    return [y, None, None, None, None, None]

@@ -1,0 +1,111 @@
+"""``DelegationOptions``: one frozen options object -> onnxruntime ``SessionOptions`` and providers.
+
+Threads follow the TF Session's ``ConfigProto`` (``intra_op_parallelism_threads`` /
+``inter_op_parallelism_threads``, which TF Serving's ``--tensorflow_intra_op_parallelism`` /
+``--tensorflow_inter_op_parallelism`` set) unless given here. The CUDA execution provider is used
+when onnxruntime-gpu is installed and a GPU is visible; a cluster whose ops are all pinned to a
+CPU device (``tf.device``) stays on the CPU provider; without a GPU everything runs on the CPU,
+silently unless ``log_device_placement``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from dataclasses import dataclass
+
+import onnxruntime as ort
+
+logger = logging.getLogger(__name__)
+
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+@dataclass(frozen=True)
+class DelegationOptions:
+    """How a Session delegates to onnxruntime. ``enabled=False`` keeps every op native."""
+
+    enabled: bool = True
+    intra_op_threads: int | None = None  # None: the Session's ConfigProto, else onnxruntime's default
+    inter_op_threads: int | None = None
+    graph_optimization_level: str = "all"  # disable | basic | extended | all
+    enable_mem_arena: bool = True
+    allow_spinning: bool = True
+    use_gpu: bool = True  # the CUDA provider where onnxruntime-gpu and a GPU are present
+    log_device_placement: bool = False
+    validate: bool = True  # compare each cluster's first run with the native kernels
+    rtol: float = 1e-4
+    atol: float = 1e-5
+    freeze_variables: bool = True  # variable reads become initializers when nothing writes them
+
+    def __post_init__(self):
+        if self.graph_optimization_level not in _LEVELS:
+            raise ValueError(
+                f"graph_optimization_level {self.graph_optimization_level!r}: one of {sorted(_LEVELS)}"
+            )
+
+    def with_config(self, config) -> DelegationOptions:
+        """These options with unset thread counts taken from a TF ``ConfigProto``."""
+        changes = {}
+        if self.intra_op_threads is None and config is not None and config.intra_op_parallelism_threads:
+            changes["intra_op_threads"] = config.intra_op_parallelism_threads
+        if self.inter_op_threads is None and config is not None and config.inter_op_parallelism_threads:
+            changes["inter_op_threads"] = config.inter_op_parallelism_threads
+        if config is not None and config.log_device_placement:
+            changes["log_device_placement"] = True
+        return dataclasses.replace(self, **changes) if changes else self
+
+
+def session_options(options: DelegationOptions) -> ort.SessionOptions:
+    so = ort.SessionOptions()
+    if options.intra_op_threads:
+        so.intra_op_num_threads = options.intra_op_threads
+    if options.inter_op_threads:
+        so.inter_op_num_threads = options.inter_op_threads
+    so.graph_optimization_level = _LEVELS[options.graph_optimization_level]
+    so.enable_cpu_mem_arena = options.enable_mem_arena
+    so.log_severity_level = 3  # onnxruntime's own warnings go through our report instead
+    if not options.allow_spinning:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    return so
+
+
+@functools.cache
+def gpu_available() -> bool:
+    """Whether onnxruntime has the CUDA provider and a GPU it can use (tried once, on a tiny model)."""
+    if CUDA not in ort.get_available_providers():
+        return False
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "probe",
+        [x],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), providers=[CUDA, CPU])
+    except Exception:  # noqa: BLE001 - no usable GPU is an answer, not an error
+        return False
+    return CUDA in session.get_providers()
+
+
+def providers(options: DelegationOptions, device: str = "") -> list[str]:
+    """Execution providers for a cluster placed on ``device`` (its members' common tf.device)."""
+    wants_cpu = "CPU" in device.upper()
+    chosen = [CUDA, CPU] if options.use_gpu and not wants_cpu and gpu_available() else [CPU]
+    if options.log_device_placement:
+        logger.info("onnxruntime cluster on %s (tf.device %r)", chosen[0], device or "unset")
+    return chosen

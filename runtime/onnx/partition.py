@@ -1,0 +1,317 @@
+"""Partitioning in small pure steps: ``supported(op)`` -> ``propose_clusters(graph)`` -> ``fuse``.
+
+- ``reason(op)`` says why one node cannot run in onnxruntime (None: it can): no converter, a dtype
+  ONNX lacks here, a shape or axis input that is not a constant, an output the converter does not
+  produce but someone reads. ``supported(op)`` is ``reason(op) is None``.
+- ``propose_clusters(graph, frozen)`` groups supported nodes into maximal clusters in one pass
+  over a topological order: a node joins the clusters of its producers when the union stays
+  acyclic (no path leaves the union and comes back), so the result is deterministic and each
+  cluster can run as one node. Constants and frozen variable reads are not members: each cluster
+  gets its own copy of those it reads. Nodes of TF1 control flow (reachable from a ``Switch`` or
+  ``Enter``) and nodes in cycles stay native. A cluster of only data-movement ops stays native
+  (an onnxruntime call costs more than it saves).
+- ``fuse(graph, clusters, frozen)`` returns a NEW GraphDef: each cluster becomes one
+  ``_OrtCluster`` node carrying a self-contained GraphDef of its ops (``Placeholder`` inputs,
+  ``Const`` copies, frozen variables as ``Const``), and each member whose outputs are read outside
+  the cluster (or by nobody: a fetch) becomes an ``IdentityN`` of the cluster's outputs under its
+  own name, so every tensor name still resolves. Other members are kept, unreachable unless
+  fetched by name.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from apis.tensorflow.core.framework import graph_pb2, node_def_pb2
+from runtime import dtypes, tensor_util
+from runtime.graph import Graph, Operation
+from runtime.onnx import converter as converter_lib
+from runtime.op_def import parse_input
+
+CLUSTER_OP = "_OrtCluster"
+# Ops that move or describe data without computing: a cluster of only these stays native.
+DATA_MOVEMENT = frozenset(
+    {
+        "Identity", "StopGradient", "PreventGradient", "Snapshot", "Reshape", "Squeeze", "ExpandDims",
+        "Shape", "Size", "StridedSlice", "Slice", "Pack", "ConcatV2", "Transpose", "Cast", "Fill",
+        "ZerosLike", "OnesLike", "GatherV2", "Tile", "BroadcastTo", "Split", "Pad", "PadV2",
+    }
+)  # fmt: skip
+_CONTROL_FLOW_SOURCES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Names of a cluster's member ops, in topological order."""
+
+    name: str
+    nodes: tuple[str, ...]
+
+
+def is_constant(op: Operation) -> bool:
+    return op.type == "Const" and op.attrs.get("dtype") in converter_lib.ONNX_TYPES
+
+
+def reason(op: Operation) -> str | None:
+    """Why ``op`` cannot run in onnxruntime, or None when it can (with its converter)."""
+    definition = converter_lib.lookup(op.type)
+    if definition is None:
+        return "no ONNX converter"
+    for tensor in [*op.inputs, *op.outputs]:
+        dtype = tensor.dtype
+        if dtype is None or dtypes.base_dtype(dtype) not in converter_lib.ONNX_TYPES:
+            shown = dtypes.name(dtype) if dtype else "unknown"
+            return f"dtype {shown} of {tensor.name}"
+    if definition.dtypes is not None and op.inputs and op.inputs[0].dtype not in definition.dtypes:
+        return f"{dtypes.name(op.inputs[0].dtype)} input"
+    for index in definition.const_inputs:
+        if index < len(op.inputs) and not is_constant(op.inputs[index].op):
+            return f"input {index} is not a constant"
+    if definition.num_outputs is not None:
+        read = op.graph._max_output_ref.get(op.name, 0)
+        if read >= definition.num_outputs:
+            return f"output {read} is read and not converted"
+    return None
+
+
+def supported(op: Operation) -> bool:
+    return reason(op) is None
+
+
+def topological_order(graph: Graph) -> list[Operation]:
+    """Ops in a topological order (ties by graph order); ops on cycles are left out."""
+    ops = graph.get_operations()
+    position = {op: i for i, op in enumerate(ops)}
+    pending = {op: len(_preds(op)) for op in ops}
+    consumers: dict[Operation, list[Operation]] = {op: [] for op in ops}
+    for op in ops:
+        for pred in _preds(op):
+            consumers[pred].append(op)
+    ready = [(position[op], op.name) for op in ops if pending[op] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        op = ops[heapq.heappop(ready)[0]]
+        order.append(op)
+        for consumer in consumers[op]:
+            pending[consumer] -= 1
+            if pending[consumer] == 0:
+                heapq.heappush(ready, (position[consumer], consumer.name))
+    return order
+
+
+def _preds(op: Operation) -> list[Operation]:
+    return list(dict.fromkeys([t.op for t in op.inputs] + op.control_inputs))
+
+
+def control_flow_region(graph: Graph) -> set[str]:
+    """Ops downstream of a TF1 ``Switch``/``Enter``: their inputs may be dead or per-iteration."""
+    consumers: dict[str, list[str]] = {}
+    for op in graph.get_operations():
+        for pred in _preds(op):
+            consumers.setdefault(pred.name, []).append(op.name)
+    stack = [op.name for op in graph.get_operations() if op.type in _CONTROL_FLOW_SOURCES]
+    region = set(stack)
+    while stack:
+        for name in consumers.get(stack.pop(), ()):
+            if name not in region:
+                region.add(name)
+                stack.append(name)
+    return region
+
+
+def propose_clusters(
+    graph: Graph,
+    frozen: Mapping[str, object] | None = None,
+    within: Mapping[str, Hashable] | None = None,
+) -> list[Cluster]:
+    """Maximal acyclic clusters of supported ops (see the module docstring), deterministic.
+
+    ``frozen``: variable reads that will be constants. ``within``: the only ops to consider, each
+    with a group key (e.g. which signatures need it): a cluster never mixes keys, so running one
+    signature never needs another's inputs.
+    """
+    frozen = frozen or {}
+    group = (lambda name: None) if within is None else within.get
+    order = topological_order(graph)
+    index = {op.name: i for i, op in enumerate(order)}
+    excluded = control_flow_region(graph)
+    sources = {op.name for op in order if is_constant(op) or op.name in frozen}
+    preds = {op.name: [p.name for p in _preds(op) if p.name not in sources] for op in order}
+    cluster_of: dict[str, int] = {}
+    members: dict[int, set[str]] = {}
+    next_id = 0
+    for op in order:
+        if op.name in sources or op.name in excluded or (within is not None and op.name not in within):
+            continue
+        if not supported(op):
+            continue
+        joined = None
+        key = group(op.name)
+        producers = {cluster_of[p] for p in preds[op.name] if p in cluster_of}
+        for c in sorted(c for c in producers if group(next(iter(members[c]))) == key):
+            if joined is None:
+                if not _reaches(members[c], {op.name}, preds, index):
+                    joined = c
+                    members[c].add(op.name)
+                    cluster_of[op.name] = c
+            elif not _cycle(members[joined] | members[c], preds, index):
+                for name in members.pop(c):
+                    cluster_of[name] = joined
+                    members[joined].add(name)
+        if joined is None:
+            members[next_id] = {op.name}
+            cluster_of[op.name] = next_id
+            next_id += 1
+    clusters = []
+    for names in sorted(members.values(), key=lambda s: min(index[n] for n in s)):
+        if any(graph.get_operation_by_name(n).type not in DATA_MOVEMENT for n in names):
+            nodes = tuple(sorted(names, key=index.__getitem__))
+            clusters.append(Cluster(f"ort_cluster_{len(clusters)}", nodes))
+    return clusters
+
+
+def _reaches(group: set[str], start: set[str], preds, index) -> bool:
+    """Whether a path from ``group`` to ``start`` leaves ``group`` (backward search from start)."""
+    low = min(index[n] for n in group)
+    stack = [p for s in start for p in preds[s] if p not in group and p in index]
+    seen = set(stack)
+    while stack:
+        name = stack.pop()
+        if index[name] < low:
+            continue
+        for pred in preds[name]:
+            if pred in group:
+                return True
+            if pred not in seen and pred in index:
+                seen.add(pred)
+                stack.append(pred)
+    return False
+
+
+def _cycle(group: set[str], preds, index) -> bool:
+    return _reaches(group, group, preds, index)
+
+
+# -- fuse -------------------------------------------------------------------------------------
+def fuse(
+    graph: Graph, clusters: list[Cluster], frozen: Mapping[str, np.ndarray] | None = None
+) -> graph_pb2.GraphDef:
+    """A new GraphDef with each cluster replaced by one ``_OrtCluster`` node (module docstring)."""
+    frozen = frozen or {}
+    consumers = _consumers(graph)
+    replaced: dict[str, node_def_pb2.NodeDef] = {}
+    added = []
+    for cluster in clusters:
+        fused, identities = _fuse_one(graph, cluster, frozen, consumers)
+        added.append(fused)
+        replaced.update(identities)
+    result = graph.as_graph_def()
+    nodes = [replaced.get(node.name, node) for node in result.node]
+    del result.node[:]
+    result.node.extend(nodes + added)
+    return result
+
+
+def _consumers(graph: Graph) -> dict[str, list[tuple[str, int]]]:
+    """Per op: (consumer, output index or -1 for a control edge)."""
+    found: dict[str, list[tuple[str, int]]] = {}
+    for op in graph.get_operations():
+        for text in op.node_def.input:
+            source, index, is_control = parse_input(text)
+            found.setdefault(source, []).append((op.name, -1 if is_control else index))
+    return found
+
+
+def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
+    members = set(cluster.nodes)
+    ops = [graph.get_operation_by_name(n) for n in cluster.nodes]
+    sub = graph_pb2.GraphDef()
+    inputs: dict[str, str] = {}  # external tensor name -> placeholder
+    copied: set[str] = set()
+    controls: list[str] = []
+    body = []
+    for op in ops:
+        node = node_def_pb2.NodeDef()
+        node.CopyFrom(op.node_def)
+        del node.input[:]
+        node.device = ""
+        for text, tensor in zip([t for t in op.node_def.input if not t.startswith("^")], op.inputs):
+            source = tensor.op
+            if source.name in members:
+                node.input.append(text)
+            elif is_constant(source) or source.name in frozen:
+                if source.name not in copied:
+                    copied.add(source.name)
+                    sub.node.append(_constant(source, frozen.get(source.name)))
+                node.input.append(source.name)
+            else:
+                if tensor.name not in inputs:
+                    inputs[tensor.name] = f"_input_{len(inputs)}"
+                    placeholder = sub.node.add(name=inputs[tensor.name], op="Placeholder")
+                    placeholder.attr["dtype"].type = dtypes.base_dtype(tensor.dtype)
+                node.input.append(inputs[tensor.name])
+        controls += [f"^{c.name}" for c in op.control_inputs if c.name not in members]
+        body.append(node)
+    sub.node.extend(body)
+    outputs, identities = _escaping(graph, cluster, members, consumers)
+    fused = node_def_pb2.NodeDef(name=cluster.name, op=CLUSTER_OP)
+    fused.input.extend(list(inputs) + list(dict.fromkeys(controls)))
+    fused.attr["subgraph"].s = sub.SerializeToString(deterministic=True)
+    fused.attr["input_names"].list.s.extend(n.encode() for n in inputs.values())
+    fused.attr["output_names"].list.s.extend(t.encode() for t in outputs)
+    fused.attr["ops"].list.s.extend(n.encode() for n in cluster.nodes)
+    devices = {op.device for op in ops}
+    fused.attr["device"].s = devices.pop().encode() if len(devices) == 1 else b""  # tf.device, if one
+    fused.attr["Tin"].list.type.extend(_dtype(graph, t) for t in inputs)
+    fused.attr["Tout"].list.type.extend(_dtype(graph, t) for t in outputs)
+    for _ in outputs:
+        fused.attr["_output_shapes"].list.shape.add(unknown_rank=True)
+    slot = {t: i for i, t in enumerate(outputs)}
+    for name, needed in identities.items():
+        node = node_def_pb2.NodeDef(name=name, op="IdentityN")
+        node.input.extend(_slot_name(cluster.name, slot[f"{name}:{k}"]) for k in range(needed))
+        node.attr["T"].list.type.extend(_dtype(graph, f"{name}:{k}") for k in range(needed))
+        identities[name] = node
+    return fused, identities
+
+
+def _slot_name(cluster_name: str, index: int) -> str:
+    return cluster_name if index == 0 else f"{cluster_name}:{index}"
+
+
+def _escaping(graph: Graph, cluster: Cluster, members: set[str], consumers):
+    """The cluster's output tensors, and each escaping member with how many outputs it exposes."""
+    outputs: list[str] = []
+    identities: dict[str, int] = {}
+    for name in cluster.nodes:
+        outside = [(c, i) for c, i in consumers.get(name, ()) if c not in members]
+        if consumers.get(name) and not outside:
+            continue  # read only inside the cluster
+        read = max([i for _, i in outside] + [0])
+        for k in range(read + 1):
+            outputs.append(f"{name}:{k}")
+        identities[name] = read + 1
+    return outputs, identities
+
+
+def _dtype(graph: Graph, tensor_name: str) -> int:
+    dtype = graph.get_tensor_by_name(tensor_name).dtype
+    return dtypes.base_dtype(dtype) if dtype else dtypes.DT_FLOAT
+
+
+def _constant(op: Operation, value: np.ndarray | None) -> node_def_pb2.NodeDef:
+    """A ``Const`` with ``op``'s name: the op itself, or the frozen value of a variable read."""
+    node = node_def_pb2.NodeDef(name=op.name, op="Const")
+    if value is None:
+        node.attr["dtype"].CopyFrom(op.node_def.attr["dtype"])
+        node.attr["value"].CopyFrom(op.node_def.attr["value"])
+        return node
+    dtype = dtypes.base_dtype(op.outputs[0].dtype)
+    node.attr["dtype"].type = dtype
+    node.attr["value"].tensor.CopyFrom(tensor_util.make_tensor_proto(np.asarray(value), dtype))
+    return node

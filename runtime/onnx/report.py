@@ -1,0 +1,159 @@
+"""``DelegationReport``: what a model runs in onnxruntime, what stays native and why.
+
+FLOPs are estimated from static shapes (``_output_shapes``, placeholder shapes; an unknown
+dimension counts as 1, i.e. batch 1): matrix products and convolutions by their multiply-adds,
+elementwise ops and reductions by their element counts. Constants, variables, identities and
+other bookkeeping ops are neither delegated nor counted as native work.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import threading
+from dataclasses import dataclass, field
+
+from runtime.graph import Operation
+
+# Ops that are bookkeeping, not work: never listed as "stayed native".
+BOOKKEEPING = frozenset(
+    {
+        "Const", "Identity", "IdentityN", "NoOp", "Placeholder", "PlaceholderWithDefault", "_Arg",
+        "_Retval", "VarHandleOp", "ReadVariableOp", "VariableV2", "Variable", "StopGradient",
+    }
+)  # fmt: skip
+_ELEMENTWISE_COST = {"Softmax": 5, "LogSoftmax": 5, "Erf": 4, "Erfc": 4, "Tanh": 4, "Sigmoid": 4, "Exp": 2}
+
+
+def _elements(shape) -> int:
+    if shape is None:
+        return 1
+    return math.prod(d if d is not None and d >= 0 else 1 for d in shape)
+
+
+def estimate_flops(op: Operation) -> float:
+    """Multiply-adds x2 for products and convolutions, element counts for arithmetic, 0 for data
+    movement and bookkeeping; an op running functions (While, If, calls) counts its bodies'
+    arithmetic ops once each at its first output's size."""
+    from runtime.onnx.converter import CONVERTERS
+    from runtime.onnx.partition import DATA_MOVEMENT
+
+    if op.type in BOOKKEEPING or op.type in DATA_MOVEMENT or not op.outputs:
+        return 0.0
+    out = op.outputs[0].shape
+    functions = _called_functions(op)
+    if functions:
+        library = op.graph.functions
+        count = sum(
+            1
+            for f in functions
+            for n in library[f].node_def
+            if n.op in CONVERTERS and n.op not in DATA_MOVEMENT
+        )
+        return 2.0 * count * _elements(out)
+    if op.type not in CONVERTERS and op.type not in _NATIVE_ARITHMETIC:
+        return 0.0
+    if op.type in ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
+        a = op.inputs[0].shape
+        inner = a[-2] if op.attrs.get("transpose_a") or op.attrs.get("adj_x") else (a[-1] if a else None)
+        return 2.0 * _elements(out) * (inner if inner and inner > 0 else 1)
+    if op.type in ("Conv2D", "DepthwiseConv2dNative"):
+        w = op.inputs[1].shape
+        per_output = _elements(w[:3]) if w and op.type == "Conv2D" else _elements(w[:2] if w else None)
+        return 2.0 * _elements(out) * per_output
+    if op.type == "Einsum":
+        shapes = [t.shape for t in op.inputs]
+        return 2.0 * max(_elements(s) for s in shapes) * _elements(out) ** 0.5
+    if op.type in ("Sum", "Mean", "Max", "Min", "Prod"):
+        return float(_elements(op.inputs[0].shape))
+    return float(_elements(out)) * _ELEMENTWISE_COST.get(op.type, 1)
+
+
+_NATIVE_ARITHMETIC = frozenset(
+    {"SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN", "SparseMatMul"}
+)
+
+
+def _called_functions(op: Operation) -> list[str]:
+    library = op.graph.functions
+    names = [op.type] if op.type in library else []
+    for value in op.node_def.attr.values():
+        kind = value.WhichOneof("value")
+        if kind == "func":
+            names.append(value.func.name)
+        elif kind == "list":
+            names += [f.name for f in value.list.func]
+    return [n for n in names if n in library]
+
+
+@dataclass
+class ClusterSummary:
+    name: str
+    ops: tuple[str, ...]
+    op_types: dict[str, int]
+    flops: float
+
+
+@dataclass
+class DelegationReport:
+    """Per model: clusters delegated, ops kept native (with reasons), FLOPs shares, fallbacks.
+
+    ``fallbacks`` grows at run time (a cluster failing conversion or validation); the rest is
+    fixed at load. Thread-safe to read; ``record_fallback`` takes a lock.
+    """
+
+    clusters: list[ClusterSummary] = field(default_factory=list)
+    native: dict[str, tuple[str, str]] = field(default_factory=dict)  # op name -> (type, reason)
+    native_flops: float = 0.0
+    frozen_variables: int = 0
+    variables_note: str = ""
+    fallbacks: dict[str, str] = field(default_factory=dict)
+    enabled: bool = True
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def delegated_ops(self) -> int:
+        return sum(len(c.ops) for c in self.clusters if c.name not in self.fallbacks)
+
+    @property
+    def delegated_flops(self) -> float:
+        return sum(c.flops for c in self.clusters if c.name not in self.fallbacks)
+
+    @property
+    def flops_share(self) -> float:
+        """Share of the estimated FLOPs that run in onnxruntime (1.0 when there is no work)."""
+        fallen = sum(c.flops for c in self.clusters if c.name in self.fallbacks)
+        total = self.delegated_flops + self.native_flops + fallen
+        return self.delegated_flops / total if total else 1.0
+
+    def native_by_reason(self) -> collections.Counter:
+        """(op type, reason) -> count of ops that stayed native."""
+        return collections.Counter(self.native.values())
+
+    def native_compute_ops(self) -> list[str]:
+        """Native ops with a FLOPs estimate (the ones that matter for speed)."""
+        return [name for name, (kind, _) in self.native.items() if kind not in BOOKKEEPING]
+
+    def record_fallback(self, cluster: str, why: str) -> None:
+        with self._lock:
+            self.fallbacks[cluster] = why
+
+    def summary(self) -> str:
+        if not self.enabled:
+            return "onnxruntime delegation: off"
+        lines = [
+            f"onnxruntime delegation: {len(self.clusters)} clusters, {self.delegated_ops} ops, "
+            f"{100 * self.flops_share:.1f}% of estimated FLOPs; {len(self.native)} ops native; "
+            f"{self.frozen_variables} variables frozen{'; ' + self.variables_note if self.variables_note else ''}"
+        ]
+        for cluster in self.clusters:
+            kinds = ", ".join(f"{k} x{n}" for k, n in sorted(cluster.op_types.items()))
+            lines.append(f"  {cluster.name}: {len(cluster.ops)} ops ({kinds})")
+        for (kind, why), count in sorted(self.native_by_reason().items()):
+            lines.append(f"  native: {kind} x{count}: {why}")
+        for name, why in sorted(self.fallbacks.items()):
+            lines.append(f"  fell back: {name}: {why}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()

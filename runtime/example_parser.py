@@ -360,6 +360,9 @@ def parse_sequence_examples(
     """Parse a batch of ``SequenceExample``; returns the context's six output groups (as
     ``parse_examples``) followed by the feature lists' sparse indices, values, shapes, dense values,
     dense lengths, ragged values, outer splits and inner splits (each a list in config order)."""
+    for spec in lists.ragged:
+        if any(s.key == spec.key for s in lists.sparse):
+            raise _error(f"Sequence feature {spec.key} cannot be both ragged and sparse")
     parsed = [_parse_sequence(data) for data in serialized]
     context_out = parse_features([p.context.feature.get for p in parsed], names, context, scalar)
     lists_of = [p.feature_lists.feature_list.get for p in parsed]
@@ -388,8 +391,19 @@ def _steps(spec, lists_of: list, names, scalar: bool) -> list[list]:
             out.append(None)
             continue
         steps = []
-        for feature in feature_list.feature:
-            steps.append(_list_values(spec, feature.WhichOneof("kind"), feature, names, i, scalar))
+        expected = _KIND_OF[spec.dtype]
+        for t, feature in enumerate(feature_list.feature):
+            kind = feature.WhichOneof("kind")
+            if kind is None:
+                steps.append(())
+                continue
+            if kind != expected:
+                prefix = "" if scalar else f"Name: {_name(names, i)}, "
+                raise _error(
+                    f"{prefix}Feature list: {spec.key}, Index: {t}.  Data types don't match. Expected type: "
+                    f"{_type_name(spec.dtype)}"
+                )
+            steps.append(getattr(feature, kind).value)
         out.append(steps)
     return out
 
@@ -403,11 +417,16 @@ def _feature_list_dense(spec: FeatureListDenseSpec, lists_of: list, names, scala
                 f"{prefix}Feature list '{spec.key}' is required but could not be found.  Did you mean to "
                 "include it in feature_list_dense_missing_assumed_empty or feature_list_dense_defaults?"
             )
-        for step in steps or ():
+        for t, step in enumerate(steps or ()):
             if len(step) != spec.stride:
+                where = (
+                    f"Key: {spec.key}.  "
+                    if scalar
+                    else f"Name: {_name(names, i)}, Key: {spec.key}, Index: {t}.  "
+                )
                 raise _error(
-                    f"{_where(spec.key, names, i, scalar)}Number of {_WORD[spec.dtype]} values != expected.  "
-                    f"values size: {len(step)} but output shape: {_shape_text(spec.shape)}"
+                    f"{where}Number of values != expected.  values size: {len(step)} but output shape: "
+                    f"{_shape_text(spec.shape)}"
                 )
     lengths = np.array([len(s) if s else 0 for s in per_example], dtype=np.int64)
     longest = int(lengths.max()) if len(lengths) else 0
@@ -450,5 +469,6 @@ def _feature_list_ragged(spec: RaggedSpec, lists_of: list, names, scalar: bool) 
             flat.extend(step)
             inner.append(len(flat))
         outer.append(len(inner) - 1)
-    outer_splits = np.zeros(0, dtype=split) if scalar else np.array(outer, dtype=split)
+    # One SequenceExample: TF returns a scalar it never writes (its value is whatever memory held).
+    outer_splits = np.zeros((), dtype=split) if scalar else np.array(outer, dtype=split)
     return _array(flat, spec.dtype), outer_splits, np.array(inner, dtype=split)

@@ -47,7 +47,7 @@ def transpose(node: TFNode, b: Builder) -> str:
     return b.op("Transpose", [node.inputs[0]], perm=perm, rank=len(perm))
 
 
-@converter("ConcatV2")
+@converter("ConcatV2", const_inputs=(-1,))
 def concat_v2(node: TFNode, b: Builder) -> str:
     *values, _ = node.inputs
     axis = int(np.asarray(node.const_required(len(node.inputs) - 1)).reshape(()))
@@ -161,6 +161,8 @@ def split(node: TFNode, b: Builder) -> list[str]:
 @converter("Pad", "PadV2", const_inputs=(1,))
 def pad(node: TFNode, b: Builder) -> str:
     paddings = np.asarray(node.const_required(1), np.int64)
+    if paddings.shape[0] == 0:
+        raise NotConvertible("Pad of a scalar")
     pads = np.concatenate([paddings[:, 0], paddings[:, 1]])
     inputs = [node.inputs[0], b.int64s(pads, "pads")]
     if node.type == "PadV2":
@@ -236,7 +238,7 @@ def reverse_v2(node: TFNode, b: Builder) -> str:
     return b.op("Slice", [node.inputs[0], *inputs, b.int64s(ones)])
 
 
-@converter("Range")
+@converter("Range", dtypes=(dtypes.DT_INT32, dtypes.DT_INT64, dtypes.DT_FLOAT, dtypes.DT_DOUBLE))
 def range_(node: TFNode, b: Builder) -> str:
     return b.op("Range", node.inputs, rank=1)
 

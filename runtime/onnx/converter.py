@@ -61,7 +61,7 @@ class ConverterDef:
     op_types: tuple[str, ...]
     fn: Callable
     num_outputs: int  # the TF outputs the converter produces, from index 0
-    const_inputs: tuple[int, ...]  # inputs whose value must be known when converting
+    const_inputs: tuple[int, ...]  # inputs whose value must be known when converting (-1: the last)
     dtypes: frozenset[int] | None  # allowed dtypes of input 0 (None: any ONNX_TYPES)
 
 

@@ -187,7 +187,8 @@ def build_report(
                 "only data movement in its cluster" if op.type in partition.DATA_MOVEMENT else "not clustered"
             )
         report.native[op.name] = (op.type, why)
-        report.native_flops += estimate_flops(op)
+        report.native_op_flops[op.name] = estimate_flops(op)
+        report.native_flops += report.native_op_flops[op.name]
     return report
 
 

@@ -61,10 +61,22 @@ def inlinable(
     return True
 
 
+def with_default_types(graph_def: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
+    """A copy of ``graph_def`` with the stripped output-type attrs of ``_DEFAULT_TYPES`` written."""
+    result = graph_pb2.GraphDef()
+    result.CopyFrom(graph_def)
+    for node in result.node:
+        default = _DEFAULT_TYPES.get(node.op)
+        if default is not None and default[0] not in node.attr:
+            node.attr[default[0]].type = default[1]
+    return result
+
+
 def inline_calls(
     graph_def: graph_pb2.GraphDef, library: Mapping[str, function_pb2.FunctionDef]
 ) -> graph_pb2.GraphDef:
-    """A copy of ``graph_def`` with every inlinable call inlined, nested calls included."""
+    """A copy of ``graph_def`` with every inlinable call inlined, nested calls included, and the
+    default output types written back (``with_default_types``)."""
     result = graph_pb2.GraphDef()
     result.CopyFrom(graph_def)
     for _ in range(_MAX_ROUNDS):
@@ -80,7 +92,7 @@ def inline_calls(
             nodes.extend(replaced.get(node.name, [node]) if node.op in CALL_OPS else [node])
         del result.node[:]
         result.node.extend(nodes)
-    return result
+    return with_default_types(result)
 
 
 def _inline_one(call: node_def_pb2.NodeDef, library, taken: set[str]) -> list[node_def_pb2.NodeDef]:
@@ -112,9 +124,6 @@ def _inline_one(call: node_def_pb2.NodeDef, library, taken: set[str]) -> list[no
         if node.name in taken:
             raise ValueError(f"inlining {call.name}: node {node.name} exists")
         node.input[:] = [mapped(t) for t in op.node_def.input]
-        default = _DEFAULT_TYPES.get(node.op)
-        if default is not None and default[0] not in node.attr:
-            node.attr[default[0]].type = default[1]
         if not any(not t.startswith("^") for t in node.input):
             node.input.extend(controls)  # the call's control inputs still precede its work
         nodes.append(node)

@@ -127,6 +127,8 @@ def _np(node: TFNode, index: int = 0):
 
 
 def _compare(node: TFNode, b: Builder) -> str:
+    if not node.attr("incompatible_shape_error", True):
+        raise NotConvertible(f"{node.type} with incompatible_shape_error=False")
     return b.op(_COMPARE[node.type], node.inputs, elem_type=TensorProto.BOOL)
 
 
@@ -136,6 +138,8 @@ for _op in _COMPARE:
 
 @converter("NotEqual", dtypes=(*NUMBERS, dtypes.DT_BOOL))
 def not_equal(node: TFNode, b: Builder) -> str:
+    if not node.attr("incompatible_shape_error", True):
+        raise NotConvertible("NotEqual with incompatible_shape_error=False")
     return b.op("Not", [b.op("Equal", node.inputs, elem_type=TensorProto.BOOL)])
 
 
@@ -192,6 +196,8 @@ def batch_mat_mul(node: TFNode, b: Builder) -> str:
 def einsum(node: TFNode, b: Builder) -> str:
     equation = node.attr("equation")
     equation = equation.decode() if isinstance(equation, bytes) else equation
+    if "." in equation:
+        raise NotConvertible("Einsum with an ellipsis (broadcasting rules differ)")
     output = equation.split("->")[-1] if "->" in equation else None
     rank = None if output is None or "." in output else len(output)
     return b.op("Einsum", node.inputs, equation=equation, rank=rank)

@@ -113,9 +113,19 @@ def _filter(b: Builder, node: TFNode, depthwise: bool) -> tuple[str, int]:
     return b.op("Transpose", [w], perm=[3, 2, 0, 1], rank=4), 1
 
 
-@converter("Conv2D", "DepthwiseConv2dNative", dtypes=FLOATS)
+@converter("DepthwiseConv2dNative", const_inputs=(1,), dtypes=FLOATS)
+def depthwise_conv_2d_native(node: TFNode, b: Builder) -> str:
+    return conv_2d(node, b)
+
+
+@converter("Conv2D", dtypes=FLOATS)
 def conv_2d(node: TFNode, b: Builder) -> str:
     nhwc = _nhwc(node)
+    if node.rank(0) != 4:
+        raise NotConvertible(f"{node.type} with batch dimensions")
+    dilated = any(d != 1 for d in node.attr("dilations", [1, 1, 1, 1]))
+    if dilated and _text(node.attr("padding")) == "SAME":
+        raise NotConvertible(f"{node.type}: onnxruntime has no SAME padding with dilations")
     w, group = _filter(b, node, node.type == "DepthwiseConv2dNative")
     x = _in_nchw(b, node.inputs[0], nhwc)
     y = b.op(

@@ -69,8 +69,8 @@ def reason(op: Operation) -> str | None:
     if definition.dtypes is not None and op.inputs and op.inputs[0].dtype not in definition.dtypes:
         return f"{dtypes.name(op.inputs[0].dtype)} input"
     for index in definition.const_inputs:
-        if index < len(op.inputs) and not is_constant(op.inputs[index].op):
-            return f"input {index} is not a constant"
+        if -len(op.inputs) <= index < len(op.inputs) and not is_constant(op.inputs[index].op):
+            return f"input {index % len(op.inputs)} is not a constant"
     if definition.num_outputs is not None:
         read = op.graph._max_output_ref.get(op.name, 0)
         if read >= definition.num_outputs:

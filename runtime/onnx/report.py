@@ -104,6 +104,7 @@ class DelegationReport:
 
     clusters: list[ClusterSummary] = field(default_factory=list)
     native: dict[str, tuple[str, str]] = field(default_factory=dict)  # op name -> (type, reason)
+    native_op_flops: dict[str, float] = field(default_factory=dict)  # native op name -> FLOPs
     native_flops: float = 0.0
     frozen_variables: int = 0
     variables_note: str = ""
@@ -130,9 +131,9 @@ class DelegationReport:
         """(op type, reason) -> count of ops that stayed native."""
         return collections.Counter(self.native.values())
 
-    def native_compute_ops(self) -> list[str]:
-        """Native ops with a FLOPs estimate (the ones that matter for speed)."""
-        return [name for name, (kind, _) in self.native.items() if kind not in BOOKKEEPING]
+    def native_compute_ops_with_flops(self) -> list[str]:
+        """Native ops doing arithmetic (a FLOPs estimate above 0): the ones that matter for speed."""
+        return sorted(name for name, flops in self.native_op_flops.items() if flops > 0)
 
     def record_fallback(self, cluster: str, why: str) -> None:
         with self._lock:

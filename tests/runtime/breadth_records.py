@@ -602,13 +602,18 @@ def _features_body(features: dict) -> bytes:
     return b"".join(_delimited(1, _delimited(1, k.encode()) + _delimited(2, f)) for k, f in entries)
 
 
+def _step(values) -> bytes:
+    """One step's Feature; an empty step is a Feature with no kind."""
+    return feature(values) if values else feature([], kind="none")
+
+
 def seq_ex(context: dict, lists: dict) -> bytes:
     """A SequenceExample: context features, and per feature list the values of each step."""
     body = b"".join(
         _delimited(
             1,
             _delimited(1, key.encode())
-            + _delimited(2, b"".join(_delimited(1, feature(step)) for step in steps)),
+            + _delimited(2, b"".join(_delimited(1, _step(step)) for step in steps)),
         )
         for key, steps in lists.items()
     )
@@ -616,13 +621,14 @@ def seq_ex(context: dict, lists: dict) -> bytes:
 
 
 def parse_seq(
-    serialized, context_dense=(), context_sparse=(), dense=(), sparse=(), ragged=(), names=NO_NAMES
+    serialized, context_dense=(), context_sparse=(), dense=(), sparse=(), ragged=(), names=NO_NAMES, compare=None
 ):
     """Feature lists: dense (key, dtype, shape, missing assumed empty), sparse (key, dtype), ragged
     (key, dtype, splits dtype)."""
     rec(
         "ParseSequenceExampleV2",
         serialized,
+        compare=compare,
         names,
         s(*[k for k, _ in context_sparse]),
         s(*[d[0] for d in context_dense]),
@@ -661,9 +667,17 @@ _SEQ_ARGS = dict(
 )
 parse_seq(batch(_S1, _S2, _S3), **_SEQ_ARGS)
 parse_seq(s0(_S1), **_SEQ_ARGS)
+_SEQ_ARGS["ragged"] = [("clicks", "int64", "int32")]
+_SEQ_ARGS["dense"] = []
+parse_seq(batch(_S1, _S2, _S3), **_SEQ_ARGS)
+# Output 8 (outer splits of one SequenceExample) is a scalar TF never writes: not comparable.
+parse_seq(s0(_S1), **_SEQ_ARGS, compare=(0, 1, 2, 3, 4, 5, 6, 7, 9))
+parse_seq(
+    s0(_S1), dense=[("clicks", "int64", [2], True)], context_dense=[("age", "float", [], required("float"))]
+)
 parse_seq(batch(_S1, _S3), dense=[("clicks", "int64", [2], False)])
 parse_seq(batch(_S1), dense=[("clicks", "int64", [3], True)])
 parse_seq(batch(_S1), dense=[("clicks", "float", [2], True)])
 parse_seq(batch(_S1), sparse=[("words", "int64")])
-parse_seq(batch(b"junk"), dense=[("clicks", "int64", [2], True)])
 parse_seq(batch(_S1, _S2), dense=[("words", "string", [], True)], names=s("x", "y"))
+parse_seq(batch(seq_ex({}, {"w": [["a"], [1]]})), sparse=[("w", "string")], names=s("x"))

@@ -1,0 +1,92 @@
+"""Every oracle model with delegation on and off: same outputs, and the report says what ran where.
+
+Each model's cases run in manifest order in one bundle per tag set (some models change their
+variables between cases), once with every op native and once with ``delegation=True``. Where the
+native run succeeds the delegated one must match it (and TF's recorded outputs); where it fails
+the delegated run must fail with the same error class. Dense, CNN and attention models must
+delegate every compute op (the report shows 100% of estimated FLOPs in onnxruntime).
+A missing or stale oracle cache fails, naming ``python -m tests.oracle build``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from apis.tensorflow.core.framework import tensor_pb2
+from loader import load_saved_model
+from runtime import tensor_util
+from tests.oracle import catalog, corpus
+
+MODELS = [e for e in catalog.discover() if e.family != "op_records"]
+# Models whose every compute op must run in onnxruntime.
+FULLY_DELEGATED = {
+    "keras_mlp",
+    "example_keras_mlp",
+    "keras_cnn_bn",
+    "keras_transformer_block",
+    "tf1_no_variables",
+    "example_half_plus_two",
+    "tf2_half_plus_two",
+    "est_dnn_classifier",
+    "example_estimator_classifier",
+}
+
+
+def read_tensor(manifest: dict, relative: str) -> np.ndarray:
+    proto = tensor_pb2.TensorProto.FromString((manifest["dir"] / relative).read_bytes())
+    return tensor_util.make_ndarray(proto)
+
+
+def run_cases(manifest: dict, tags: list[str], delegation) -> tuple[list, object]:
+    """Each case of ``tags`` in order in one bundle: (outputs dict or the exception, report)."""
+    bundle = load_saved_model(manifest["export_path"], tags, delegation=delegation)
+    results = []
+    try:
+        for case in manifest["cases"]:
+            if case["tags"] != tags:
+                continue
+            signature = bundle.signature_defs[case["signature"]]
+            feeds = {signature.inputs[k].name: read_tensor(manifest, p) for k, p in case["inputs"].items()}
+            fetches = {k: signature.outputs[k].name for k in case["outputs"]}
+            try:
+                results.append((case, bundle.session.run(fetches, feeds)))
+            except Exception as exc:  # noqa: BLE001 - compared below
+                results.append((case, exc))
+        return results, bundle.session.delegation_report
+    finally:
+        bundle.close()
+
+
+def assert_close(ours, theirs, rtol: float, atol: float, where: str) -> None:
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    assert ours.shape == theirs.shape, f"{where}: shape {ours.shape} != {theirs.shape}"
+    if theirs.dtype.kind in "fc":
+        np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=atol, equal_nan=True, err_msg=where)
+    else:
+        np.testing.assert_array_equal(ours, theirs, err_msg=where)
+
+
+@pytest.mark.parametrize("entry", MODELS, ids=lambda e: e.name)
+def test_delegation_on_and_off_agree(entry):
+    manifest = corpus.check_current(entry)
+    tag_sets = list(dict.fromkeys(tuple(c["tags"]) for c in manifest["cases"]))
+    for tags in tag_sets:
+        native, _ = run_cases(manifest, list(tags), None)
+        delegated, report = run_cases(manifest, list(tags), True)
+        assert report is not None, "delegation=True leaves a report on the Session"
+        for (case, want), (_, got) in zip(native, delegated):
+            where = f"{entry.name} {case['signature']} {tags}"
+            if isinstance(want, Exception):
+                assert type(got) is type(want), f"{where}: native raised {want!r}, delegated gave {got!r}"
+                continue
+            assert not isinstance(got, Exception), f"{where}: delegated raised {got!r}\n{report}"
+            rtol, atol = max(case["rtol"], 1e-4), max(case["atol"], 1e-5)
+            for key, value in want.items():
+                assert_close(got[key], value, rtol, atol, f"{where} {key} (vs native)\n{report}")
+                tf = read_tensor(manifest, case["outputs"][key])
+                if tf.dtype.kind in "fc":
+                    assert_close(got[key], tf, rtol, atol, f"{where} {key} (vs TF)\n{report}")
+        if entry.name in FULLY_DELEGATED:
+            assert report.flops_share == 1.0 and not report.fallbacks, report.summary()
+            assert not report.native_compute_ops_with_flops(), report.summary()

@@ -621,14 +621,20 @@ def seq_ex(context: dict, lists: dict) -> bytes:
 
 
 def parse_seq(
-    serialized, context_dense=(), context_sparse=(), dense=(), sparse=(), ragged=(), names=NO_NAMES, compare=None
+    serialized,
+    context_dense=(),
+    context_sparse=(),
+    dense=(),
+    sparse=(),
+    ragged=(),
+    names=NO_NAMES,
+    compare=None,
 ):
     """Feature lists: dense (key, dtype, shape, missing assumed empty), sparse (key, dtype), ragged
     (key, dtype, splits dtype)."""
     rec(
         "ParseSequenceExampleV2",
         serialized,
-        compare=compare,
         names,
         s(*[k for k, _ in context_sparse]),
         s(*[d[0] for d in context_dense]),
@@ -638,6 +644,7 @@ def parse_seq(
         s(*[r[0] for r in ragged]),
         np.array([d[3] for d in dense], dtype=bool),
         [d[3] for d in context_dense],
+        compare=compare,
         Ncontext_sparse=len(context_sparse),
         context_sparse_types=[dt(t) for _, t in context_sparse],
         context_ragged_value_types=[],

@@ -12,7 +12,11 @@ Loading follows TensorFlow's ``loader.load`` / C++ ``LoadSavedModel`` step by st
    collection, else ``legacy_init_op`` -- with each asset's path fed to its tensor.
 
 Nothing here executes code carried by the model: ``PyFunc``/``EagerPyFunc`` nodes are refused by the
-Session with UnimplementedError naming the op. A bundle owns its Session; ``close()`` releases it.
+Session with UnimplementedError naming the op. Before step 4, ``runtime/signature_check.py`` walks
+what the restore op, the init op and each signature need: a missing op type under the restore or
+init op fails the load; a signature needing one is recorded in ``unavailable_signatures`` (the
+others serve normally); a model with signatures none of which can run fails to load.
+A bundle owns its Session; ``close()`` releases it.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from loader.assets import resolve_assets
 from loader.fingerprint import read_fingerprint
 from loader.meta_graph import select_meta_graph
 from loader.saved_model import read_saved_model, variables_prefix
-from runtime import errors
+from runtime import errors, signature_check
 
 logger = logging.getLogger(__name__)
 
@@ -53,10 +57,18 @@ class SavedModelBundle:
     export_dir: str
     tags: frozenset[str]
     fingerprint: fingerprint_pb2.FingerprintDef | None = None
+    # Signature key -> the UnimplementedError (all missing op types, with counts) a run would hit.
+    unavailable_signatures: dict[str, errors.OpError] = dataclasses.field(default_factory=dict)
 
     @property
     def signature_defs(self) -> Mapping[str, meta_graph_pb2.SignatureDef]:
         return self.meta_graph_def.signature_def
+
+    def check_signature(self, signature_key: str) -> None:
+        """Raises the signature's UnimplementedError if it was found unable to run at load."""
+        error = self.unavailable_signatures.get(signature_key)
+        if error is not None:
+            raise error
 
     def close(self) -> None:
         close = getattr(self.session, "close", None)
@@ -71,6 +83,7 @@ def load(sess, tags: Iterable[str], export_dir: str) -> meta_graph_pb2.MetaGraph
     saved_model = read_saved_model(export_dir)
     meta_graph_def = select_meta_graph(saved_model, tags, export_dir)
     _import(sess.graph, meta_graph_def, export_dir, tags)
+    check_load_ops(meta_graph_def, export_dir)
     restore_variables(sess, meta_graph_def, export_dir)
     run_init_op(sess, meta_graph_def, export_dir)
     return meta_graph_def
@@ -95,9 +108,12 @@ def load_saved_model(
     session = Session(graph=Graph(), config=session_config)
     try:
         meta_graph_def = load(session, tags, export_dir)
+        unavailable = signature_check.unavailable_signatures(meta_graph_def)
+        signature_check.check_some_signature_runs(meta_graph_def, unavailable, export_dir)
         fingerprint = read_fingerprint(export_dir)
         if delegation:
-            session.delegate(None if delegation is True else delegation, signature_tensors(meta_graph_def))
+            served = signature_tensors(meta_graph_def, skip=unavailable)
+            session.delegate(None if delegation is True else delegation, served)
     except BaseException:
         close = getattr(session, "close", None)
         if close is not None:
@@ -108,19 +124,37 @@ def load_saved_model(
         " ".join(sorted(tags)),
         (time.monotonic() - start) * 1e6,
     )
-    return SavedModelBundle(session, meta_graph_def, export_dir, tags, fingerprint)
+    for error in unavailable.values():
+        logger.warning("%s", error.message)
+    return SavedModelBundle(session, meta_graph_def, export_dir, tags, fingerprint, unavailable)
 
 
-def signature_tensors(meta_graph_def: meta_graph_pb2.MetaGraphDef) -> list[tuple[list[str], list[str]]]:
-    """(input tensor names, output tensor names) of every serving signature (not the init op's)."""
+def signature_tensors(
+    meta_graph_def: meta_graph_pb2.MetaGraphDef, skip: Iterable[str] = ()
+) -> list[tuple[list[str], list[str]]]:
+    """(input tensor names, output tensor names) of every serving signature (not the init op's,
+    nor those named in ``skip``)."""
+    skip = frozenset(skip)
     return [
         (
             sorted(i.name for i in signature.inputs.values() if i.name),
             sorted(o.name for o in signature.outputs.values() if o.name),
         )
         for key, signature in sorted(meta_graph_def.signature_def.items())
-        if key != INIT_OP_SIGNATURE_KEY
+        if key != INIT_OP_SIGNATURE_KEY and key not in skip
     ]
+
+
+def check_load_ops(meta_graph_def: meta_graph_pb2.MetaGraphDef, export_dir: str) -> None:
+    """UnimplementedError, before anything runs, if the restore or init op needs a missing op type."""
+    ops = {}
+    saver_def = meta_graph_def.saver_def
+    if os.path.exists(variables_prefix(export_dir) + ".index") and saver_def.restore_op_name:
+        ops["restore"] = (saver_def.restore_op_name, [saver_def.filename_tensor_name])
+    name = init_op_name(meta_graph_def)
+    if name is not None:
+        ops["init"] = (name, list(resolve_assets(meta_graph_def, export_dir)))
+    signature_check.check_load_ops(meta_graph_def, ops)
 
 
 def _import(graph, meta_graph_def, export_dir: str, tags) -> None:

@@ -221,6 +221,73 @@ def parse_sequence_example_v2(
     return tuple(x for group in groups for x in group)
 
 
+def _sequence_configs(
+    context_sparse_keys, context_sparse_types, context_dense_keys, context_dense_defaults, Tcontext_dense,
+    context_dense_shapes, feature_list_sparse_keys, feature_list_sparse_types, feature_list_dense_keys,
+    feature_list_dense_types, feature_list_dense_shapes, assumed_empty
+) -> tuple[Config, SequenceConfig]:  # fmt: skip
+    context = Config(
+        dense=_dense_specs(
+            list(context_dense_keys),
+            list(context_dense_defaults),
+            list(Tcontext_dense),
+            list(context_dense_shapes),
+        ),
+        sparse=tuple(SparseSpec(k, t) for k, t in zip(context_sparse_keys, context_sparse_types)),
+    )
+    lists = SequenceConfig(
+        dense=tuple(
+            FeatureListDenseSpec(k, t, tuple(s or ()), k in assumed_empty)
+            for k, t, s in zip(feature_list_dense_keys, feature_list_dense_types, feature_list_dense_shapes)
+        ),
+        sparse=tuple(SparseSpec(k, t) for k, t in zip(feature_list_sparse_keys, feature_list_sparse_types)),
+    )
+    return context, lists
+
+
+@kernel("ParseSequenceExample")
+def parse_sequence_example(
+    serialized, debug_name, context_dense_defaults, *, feature_list_dense_missing_assumed_empty=(),
+    context_sparse_keys=(), context_dense_keys=(), feature_list_sparse_keys=(), feature_list_dense_keys=(),
+    context_sparse_types=(), Tcontext_dense=(), feature_list_dense_types=(), context_dense_shapes=(),
+    feature_list_sparse_types=(), feature_list_dense_shapes=()
+):  # fmt: skip
+    """The V1 op: keys are attrs; no ragged outputs."""
+    batch, names, scalar = _batch(serialized, debug_name)
+    context, lists = _sequence_configs(
+        context_sparse_keys, context_sparse_types, context_dense_keys, context_dense_defaults, Tcontext_dense,
+        context_dense_shapes, feature_list_sparse_keys, feature_list_sparse_types, feature_list_dense_keys,
+        feature_list_dense_types, feature_list_dense_shapes, set(feature_list_dense_missing_assumed_empty),
+    )  # fmt: skip
+    groups = parse_sequence_examples(batch, names, context, lists, scalar)
+    return tuple(x for group in (*groups[:4], *groups[6:11]) for x in group)
+
+
+@kernel("ParseSingleSequenceExample")
+def parse_single_sequence_example(
+    serialized, feature_list_dense_missing_assumed_empty, context_sparse_keys, context_dense_keys,
+    feature_list_sparse_keys, feature_list_dense_keys, context_dense_defaults, debug_name, *,
+    context_sparse_types=(), Tcontext_dense=(), feature_list_dense_types=(), context_dense_shapes=(),
+    feature_list_sparse_types=(), feature_list_dense_shapes=()
+):  # fmt: skip
+    """One SequenceExample, keys as scalar-string list inputs; no lengths, no ragged outputs."""
+    value = np.asarray(serialized, dtype=object)
+    if value.ndim != 0:
+        raise errors.InvalidArgumentError(
+            None, None, f"Expected serialized to be a scalar, got shape: {list(value.shape)}"
+        )
+    keys = [[_strings(k)[0] for k in group] for group in (
+        context_sparse_keys, context_dense_keys, feature_list_sparse_keys, feature_list_dense_keys
+    )]  # fmt: skip
+    context, lists = _sequence_configs(
+        keys[0], context_sparse_types, keys[1], context_dense_defaults, Tcontext_dense, context_dense_shapes,
+        keys[2], feature_list_sparse_types, keys[3], feature_list_dense_types, feature_list_dense_shapes,
+        set(_strings(feature_list_dense_missing_assumed_empty)),
+    )  # fmt: skip
+    groups = parse_sequence_examples([value.item()], [], context, lists, True)
+    return tuple(x for group in (*groups[:4], *groups[6:10]) for x in group)
+
+
 _DECODE_RAW = {
     dtypes.DT_HALF: "<f2",
     dtypes.DT_FLOAT: "<f4",

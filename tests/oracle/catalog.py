@@ -1,8 +1,9 @@
 """The oracle's model catalog, read from the builder modules' source (stdlib only).
 
 Builder modules import TensorFlow, which the main venv lacks, so this side never imports
-them: it reads ``VENV``, ``FAMILY`` and the ``@model("name", ...)`` decorators with ``ast``.
-Decorator arguments must therefore be literals.
+them: it reads ``VENV``, ``FAMILY``, ``DEPENDS`` and the ``@model("name", ...)`` decorators with
+``ast``. Decorator arguments must therefore be literals. ``DEPENDS`` lists repo-relative files
+(e.g. op-record tables) the module reads, so that editing them rebuilds its models.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Entry:
     module: str  # dotted name, e.g. "tests.oracle.builders.tf1"
     path: Path
     committed: str | None  # repo-relative export dir of a committed example model
+    depends: tuple[str, ...] = ()  # repo-relative files the builder module reads
 
     @property
     def models_dir(self) -> Path | None:
@@ -58,7 +60,7 @@ def _read_module(path: Path) -> list[Entry]:
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
-            if isinstance(target, ast.Name) and target.id in ("VENV", "FAMILY"):
+            if isinstance(target, ast.Name) and target.id in ("VENV", "FAMILY", "DEPENDS"):
                 constants[target.id] = ast.literal_eval(node.value)
     venv = constants.get("VENV")
     if venv not in VENVS:
@@ -81,6 +83,7 @@ def _read_module(path: Path) -> list[Entry]:
                     module=module,
                     path=path,
                     committed=kwargs.get("committed"),
+                    depends=tuple(constants.get("DEPENDS", ())),
                 )
             )
     return entries
@@ -98,7 +101,7 @@ def _is_model_decorator(node: ast.expr) -> bool:
 def builder_hash(entry: Entry) -> str:
     """What a model's reference data depends on; a change means a rebuild."""
     digest = hashlib.sha256()
-    digest.update(_module_hash(entry.path, entry.venv).encode())
+    digest.update(_module_hash(entry.path, entry.venv, entry.depends).encode())
     if entry.models_dir is not None and entry.models_dir.is_dir():
         for file in sorted(p for p in entry.models_dir.rglob("*") if p.is_file()):
             if "__pycache__" in file.parts:
@@ -109,9 +112,9 @@ def builder_hash(entry: Entry) -> str:
 
 
 @functools.cache
-def _module_hash(path: Path, venv: str) -> str:
+def _module_hash(path: Path, venv: str, depends: tuple[str, ...] = ()) -> str:
     digest = hashlib.sha256()
-    for source in (path, TFSIDE, BUILDERS_DIR / "__init__.py"):
+    for source in (path, TFSIDE, BUILDERS_DIR / "__init__.py", *(REPO_ROOT / d for d in depends)):
         digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
     digest.update(pins(venv).encode())
     return digest.hexdigest()

@@ -688,3 +688,40 @@ parse_seq(batch(_S1), dense=[("clicks", "float", [2], True)])
 parse_seq(batch(_S1), sparse=[("words", "int64")])
 parse_seq(batch(_S1, _S2), dense=[("words", "string", [], True)], names=s("x", "y"))
 parse_seq(batch(seq_ex({}, {"w": [["a"], [1]]})), sparse=[("w", "string")], names=s("x"))
+
+rec(
+    "ParseSequenceExample",
+    batch(_S1, _S2),
+    NO_NAMES,
+    [default("float", -1.0)],
+    feature_list_dense_missing_assumed_empty=["clicks"],
+    context_sparse_keys=["user"],
+    context_dense_keys=["age"],
+    feature_list_sparse_keys=["words"],
+    feature_list_dense_keys=["clicks"],
+    Ncontext_sparse=1,
+    Ncontext_dense=1,
+    Nfeature_list_sparse=1,
+    Nfeature_list_dense=1,
+    context_sparse_types=[dt("string")],
+    feature_list_dense_types=[dt("int64")],
+    context_dense_shapes=[[]],
+    feature_list_sparse_types=[dt("string")],
+    feature_list_dense_shapes=[[2]],
+)
+rec(
+    "ParseSingleSequenceExample",
+    s0(_S1),
+    s("clicks"),
+    [s0("user")],
+    [s0("age")],
+    [s0("words")],
+    [s0("clicks")],
+    [default("float", -1.0)],
+    s0(""),
+    context_sparse_types=[dt("string")],
+    feature_list_dense_types=[dt("int64")],
+    context_dense_shapes=[[]],
+    feature_list_sparse_types=[dt("string")],
+    feature_list_dense_shapes=[[2]],
+)

@@ -42,6 +42,7 @@ from tests.runtime import op_records
 
 VENV = "tf221"
 FAMILY = "op_records"
+DEPENDS = ["tests/runtime/op_records.py"]
 RECORDS_FILE = REPO_ROOT / "tests" / "runtime" / "op_records.py"
 
 

@@ -26,11 +26,12 @@ def test_cuda_provider_where_a_gpu_is_present(capsys):
     providers, _ = _first_cluster_providers(DelegationOptions(log_device_placement=True))
     if gpu_available():
         assert providers[0] == "CUDAExecutionProvider", providers
-        print("GPU present: clusters ran on the CUDA execution provider")
+        message = "GPU present: clusters ran on the CUDA execution provider"
     else:
         assert providers == ["CPUExecutionProvider"], providers
-        print("no GPU: CPU provider used (onnxruntime-gpu and a visible GPU enable CUDA)")
-    assert "provider" in capsys.readouterr().out
+        message = "no GPU: CPU provider used (onnxruntime-gpu and a visible GPU would enable CUDA)"
+    with capsys.disabled():
+        print(f"\n[onnx GPU path] {message}")
 
 
 def test_use_gpu_false_and_cpu_pinned_clusters_stay_on_the_cpu():

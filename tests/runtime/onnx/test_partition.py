@@ -62,7 +62,9 @@ def test_supported_and_reason():
     g = mlp()
     assert supported(g.get_operation_by_name("mm"))
     assert reason(g.get_operation_by_name("native")) == "no ONNX converter"
-    s = graph(node("s", "Placeholder", dtype=dtypes.DT_STRING), node("i", "Identity", "s", T=dtypes.DT_STRING))
+    s = graph(
+        node("s", "Placeholder", dtype=dtypes.DT_STRING), node("i", "Identity", "s", T=dtypes.DT_STRING)
+    )
     assert "dtype string" in reason(s.get_operation_by_name("i"))
     t = graph(
         node("x", "Placeholder", dtype=F),
@@ -164,9 +166,7 @@ def test_validation_mismatch_falls_back_to_native(monkeypatch, caplog):
     def wrong_tanh(node, b):
         return b.op("Sigmoid", node.inputs)  # a deliberately wrong converter
 
-    monkeypatch.setitem(
-        CONVERTERS, "Tanh", ConverterDef(("Tanh",), wrong_tanh, 1, (), None)
-    )
+    monkeypatch.setitem(CONVERTERS, "Tanh", ConverterDef(("Tanh",), wrong_tanh, 1, (), None))
     session = delegated_session(mlp())
     x = np.ones((2, 3), np.float32)
     got = session.run("tanh:0", {"x:0": x})

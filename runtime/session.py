@@ -176,6 +176,8 @@ class Session:
     def _replace_graph(self, graph: Graph) -> None:
         """Runs ``graph`` (delegation's rewrite, same tensor names) from now on; plans are rebuilt."""
         with self._lock:
+            if graph.functions is not self._graph.functions:  # a library with rewritten bodies
+                self._functions = FunctionLibraryRuntime(graph.functions, self._resources)
             self._graph = graph
             self._plans = {}
             self._plans_version = graph.version

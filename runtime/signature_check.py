@@ -81,7 +81,9 @@ class _Walker:
         self.counts: collections.Counter = collections.Counter()
         self._functions_seen: set[str] = set()
 
-    def walk(self, nodes: Mapping[str, node_def_pb2.NodeDef], roots: Iterable[str], cut: Callable[[str], bool]):
+    def walk(
+        self, nodes: Mapping[str, node_def_pb2.NodeDef], roots: Iterable[str], cut: Callable[[str], bool]
+    ):
         """Visits ``roots`` (node names) and their ancestors; ``cut(input ref)`` stops at feeds."""
         seen: set[str] = set()
         stack = [r for r in roots if r in nodes]
@@ -151,7 +153,9 @@ def unavailable_signatures(
     return result
 
 
-def check_load_ops(meta_graph_def: meta_graph_pb2.MetaGraphDef, ops: Mapping[str, tuple[str, list[str]]]) -> None:
+def check_load_ops(
+    meta_graph_def: meta_graph_pb2.MetaGraphDef, ops: Mapping[str, tuple[str, list[str]]]
+) -> None:
     """Raises for the first of ``ops`` (what -> (op name, fed tensor names)) needing a missing op."""
     for what, (name, feeds) in ops.items():
         missing = missing_op_types(meta_graph_def.graph_def, [name], feeds)

@@ -63,8 +63,9 @@ def pre_process(
     if method_name_check:
         _verify_method_name(signature)
     _verify_inputs_size(signature, request)
-    feeds = _input_values(signature, request)
+    feeds, feed_dtypes = _input_values(signature, request)
     fetches, aliases = _outputs(signature, request)
+    signatures.check_feed_dtypes(feed_dtypes)  # TF's Session checks feeds once the run starts
     return feeds, fetches, aliases
 
 
@@ -115,8 +116,9 @@ def _verify_inputs_size(signature: meta_graph_pb2.SignatureDef, request) -> None
         )
 
 
-def _input_values(signature: meta_graph_pb2.SignatureDef, request) -> dict[str, np.ndarray]:
-    """TF's ``saved_model::GetInputValues`` plus the Session's feed dtype check."""
+def _input_values(signature: meta_graph_pb2.SignatureDef, request):
+    """TF's ``saved_model::GetInputValues``: feeds by tensor name, and (expected, fed) dtypes in
+    feed order for the Session's check."""
     feeds: dict[str, np.ndarray] = {}
     seen: set[str] = set()
     aliases = sorted(signature.inputs)
@@ -149,10 +151,9 @@ def _input_values(signature: meta_graph_pb2.SignatureDef, request) -> dict[str, 
             f"Inputs contains invalid name. Used request inputs: {_join(seen)}, "
             f"request input: {_join(request.inputs)}",
         )
-    signatures.check_feed_dtypes(
-        [(signature.inputs[alias].dtype, fed) for alias, fed in zip(aliases, fed_dtypes, strict=True)]
-    )
-    return feeds
+    return feeds, [
+        (signature.inputs[alias].dtype, fed) for alias, fed in zip(aliases, fed_dtypes, strict=True)
+    ]
 
 
 def _outputs(signature: meta_graph_pb2.SignatureDef, request) -> tuple[list[str], list[str]]:

@@ -98,8 +98,8 @@ def _create_handle(
 
 
 def _table(handle, ctx) -> LookupTable:
-    table = ctx.resources.lookup(handle)
-    return table
+    """The table behind a handle; NotFoundError (TF's text) when its op never ran."""
+    return ctx.resources.lookup(handle)
 
 
 @kernel("HashTableV2", "HashTable", stateful=True)
@@ -209,13 +209,12 @@ def lookup_table_find_v2(table_handle, keys, default_value, *, ctx):
     return out.reshape(key_shape + table.value_shape)
 
 
-def _insert(table: LookupTable, keys, values, ctx_verb: str) -> dict:
+def _pairs(table: LookupTable, keys, values) -> list[tuple]:
+    """(key, value) pairs, type- and shape-checked against the table, in input order."""
     keys = np.asarray(keys)
     values = np.asarray(values)
     table.check_types(keys, values)
-    flat = _flat_keys(table, keys)
-    items = table.values_of(keys, values)
-    return dict(zip(flat, items)) if ctx_verb == "mutable" else list(zip(flat, items))
+    return list(zip(_flat_keys(table, keys), table.values_of(keys, values)))
 
 
 def _initialize(table: LookupTable, pairs: list) -> None:
@@ -257,9 +256,9 @@ def _text(value) -> str:
 def lookup_table_import_v2(table_handle, keys, values, *, ctx):
     table = _table(table_handle, ctx)
     if table.static:
-        _initialize(table, _insert(table, keys, values, "static"))
+        _initialize(table, _pairs(table, keys, values))
         return None
-    entries = _insert(table, keys, values, "mutable")
+    entries = dict(_pairs(table, keys, values))
     with table.lock:
         table.data = entries
 
@@ -274,7 +273,7 @@ def initialize_table_v2(table_handle, keys, values, *, ctx):
             None,
             f"Keys and values must have the same size {keys.size} vs {values.size}",
         )
-    _initialize(table, _insert(table, keys, values, "static"))
+    _initialize(table, _pairs(table, keys, values))
 
 
 @kernel("LookupTableInsertV2", "LookupTableInsert", stateful=True)
@@ -282,7 +281,7 @@ def lookup_table_insert_v2(table_handle, keys, values, *, ctx):
     table = _table(table_handle, ctx)
     if table.static:
         raise errors.UnimplementedError(None, None, "HashTable does not support insert")
-    entries = _insert(table, keys, values, "mutable")
+    entries = dict(_pairs(table, keys, values))
     with table.lock:
         data = dict(table.data)
         data.update(entries)

@@ -53,27 +53,29 @@ class ClusterRunner:
         self._options = options
         self._device = device
         self._report = report
-        self._compiled: dict[Signature, object] = {}
+        self._compiled: dict[tuple, object] = {}  # ((dtype, ndim) per input) -> session | _NATIVE
         self._native_plan = None
         self._native_only = False
         self._lock = threading.Lock()
         self.providers: list[str] = []
 
     def __call__(self, *inputs):
-        signature = Signature(
-            tuple(dtypes.from_numpy(np.asarray(x).dtype) for x in inputs), tuple(np.ndim(x) for x in inputs)
-        )
-        entry = self._compiled.get(signature)
+        inputs = [x if isinstance(x, np.ndarray) else np.asarray(x) for x in inputs]
+        key = tuple((x.dtype, x.ndim) for x in inputs)
+        entry = self._compiled.get(key)
         if entry is None:
-            if any(np.size(x) == 0 for x in inputs):  # never compile or validate on empty tensors
+            if any(x.size == 0 for x in inputs):  # never compile or validate on empty tensors
                 return self._result(self._run_native(inputs))
             with self._lock:
-                entry = self._compiled.get(signature)
+                entry = self._compiled.get(key)
                 if entry is None:
+                    signature = Signature(
+                        tuple(dtypes.from_numpy(x.dtype) for x in inputs), tuple(x.ndim for x in inputs)
+                    )
                     entry, results = self._compile(signature, inputs)
-                    self._compiled[signature] = entry
+                    self._compiled[key] = entry
                     return self._result(results)
-        if entry is _NATIVE or self._native_only or any(np.size(x) == 0 for x in inputs):
+        if entry is _NATIVE or self._native_only or any(x.size == 0 for x in inputs):
             # Empty tensors run natively: onnxruntime's kernels disagree with TF's on some of them.
             return self._result(self._run_native(inputs))
         feeds = {f"input_{i}": _contiguous(x) for i, x in enumerate(inputs)}
@@ -149,6 +151,13 @@ def _contiguous(x) -> np.ndarray:
 
 _RUNNERS: weakref.WeakKeyDictionary[Operation, ClusterRunner] = weakref.WeakKeyDictionary()
 _RUNNERS_LOCK = threading.Lock()
+# Per delegation key (cluster nodes inside function bodies carry it): its options and report.
+_CONTEXTS: dict[str, tuple[options_lib.DelegationOptions, object]] = {}
+
+
+def register_context(key: str, options: options_lib.DelegationOptions, report) -> None:
+    with _RUNNERS_LOCK:
+        _CONTEXTS[key] = (options, report)
 
 
 def attach(op: Operation, options: options_lib.DelegationOptions, report=None) -> ClusterRunner:
@@ -175,6 +184,11 @@ def runner_of(op: Operation) -> ClusterRunner | None:
 @kernel(CLUSTER_OP)
 def ort_cluster(*inputs, ctx):
     runner = _RUNNERS.get(ctx.op)
-    if runner is None:  # a fused GraphDef imported elsewhere: default options
-        runner = attach(ctx.op, options_lib.DelegationOptions())
+    if runner is None:  # in a function body (instantiated late), or a fused GraphDef imported anew
+        attr = ctx.op.node_def.attr
+        key = attr["key"].s.decode() if "key" in attr else ""
+        options, report = _CONTEXTS.get(key, (options_lib.DelegationOptions(), None))
+        with _RUNNERS_LOCK:
+            runner = _RUNNERS.get(ctx.op)
+        runner = runner or attach(ctx.op, options, report)
     return runner(*inputs)

@@ -3,6 +3,7 @@
 Steps, each a pure function of the one before except where the Session's variables are read:
 
 1. ``inline_calls``: TF2 call nodes whose bodies only compute become their bodies;
+   ``delegate_functions``: While/If bodies that stay functions get delegated copies;
 2. the served region: ops the signatures need (clusters never mix ops of different signature
    sets, nor take in a tensor a signature feeds), or the whole graph;
 3. variables: if no op of that region can write a variable (``Assign*``, ``Scatter*``,
@@ -18,6 +19,7 @@ The report (``DelegationReport``) is returned, kept on the Session and logged.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable
 
@@ -26,6 +28,7 @@ import numpy as np
 from runtime.graph import Graph, Operation
 from runtime.onnx import cluster as cluster_lib
 from runtime.onnx import partition
+from runtime.onnx.functions import delegate_functions
 from runtime.onnx.inline import inline_calls
 from runtime.onnx.options import DelegationOptions
 from runtime.onnx.report import BOOKKEEPING, ClusterSummary, DelegationReport, estimate_flops
@@ -33,6 +36,7 @@ from runtime.plan import build_plan, run_plan
 
 logger = logging.getLogger(__name__)
 
+_KEYS = itertools.count()
 _WRITE_PREFIXES = ("Assign", "ResourceScatter", "Scatter", "ResourceApply", "Apply", "ResourceSparseApply")
 
 
@@ -47,9 +51,17 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
         session.delegation_report = report
         return report
     original = session.graph
-    library = original.functions
+    key = f"delegation-{next(_KEYS)}"
+    body_clusters: list[ClusterSummary] = []
+    inlined_def, library = delegate_functions(
+        inline_calls(original.as_graph_def(), original.functions),
+        original.functions,
+        key,
+        options.min_compute_ops,
+        lambda name, graph, found: body_clusters.extend(summaries(graph, found, f"{name}/")),
+    )
     inlined = Graph(functions=library)
-    inlined.import_graph_def(inline_calls(original.as_graph_def(), library))
+    inlined.import_graph_def(inlined_def)
     needed = served_region(inlined, signatures)
     region = list(needed)
     frozen, note = {}, "variables read natively (delegation options)"
@@ -57,13 +69,15 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
         frozen, note = freeze_variables(inlined, region, session.resources)
     fed = fed_producers(inlined, signatures)
     within = {op.name: key for op, key in needed.items() if op.name not in fed}
-    clusters = partition.propose_clusters(inlined, frozen, within=within)
+    clusters = partition.propose_clusters(inlined, frozen, within, options.min_compute_ops)
     fused = Graph(functions=library)
     fused.import_graph_def(partition.fuse(inlined, clusters, frozen))
     _copy_collections(original, fused)
     if original.finalized:
         fused.finalize()
     report = build_report(inlined, region, clusters, len(frozen), note)
+    report.clusters.extend(body_clusters)
+    cluster_lib.register_context(key, options, report)
     for spec in clusters:
         cluster_lib.attach(fused.get_operation_by_name(spec.name), options, report)
     session._replace_graph(fused)
@@ -170,12 +184,7 @@ def build_report(
     members = {name: c.name for c in clusters for name in c.nodes}
     report = DelegationReport(frozen_variables=frozen, variables_note=note)
     excluded = partition.control_flow_region(graph)
-    for spec in clusters:
-        ops = [graph.get_operation_by_name(n) for n in spec.nodes]
-        kinds: dict[str, int] = {}
-        for op in ops:
-            kinds[op.type] = kinds.get(op.type, 0) + 1
-        report.clusters.append(ClusterSummary(spec.name, spec.nodes, kinds, sum(map(estimate_flops, ops))))
+    report.clusters.extend(summaries(graph, clusters))
     for op in region:
         if op.name in members or op.type in BOOKKEEPING:
             continue
@@ -190,6 +199,17 @@ def build_report(
         report.native_op_flops[op.name] = estimate_flops(op)
         report.native_flops += report.native_op_flops[op.name]
     return report
+
+
+def summaries(graph: Graph, clusters: list[partition.Cluster], prefix: str = "") -> list[ClusterSummary]:
+    found = []
+    for spec in clusters:
+        ops = [graph.get_operation_by_name(n) for n in spec.nodes]
+        kinds: dict[str, int] = {}
+        for op in ops:
+            kinds[op.type] = kinds.get(op.type, 0) + 1
+        found.append(ClusterSummary(prefix + spec.name, spec.nodes, kinds, sum(map(estimate_flops, ops))))
+    return found
 
 
 def _copy_collections(source: Graph, target: Graph) -> None:

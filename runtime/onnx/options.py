@@ -45,6 +45,7 @@ class DelegationOptions:
     rtol: float = 1e-4
     atol: float = 1e-5
     freeze_variables: bool = True  # variable reads become initializers when nothing writes them
+    min_compute_ops: int = 4  # smaller clusters without a matmul/conv stay native (call overhead)
 
     def __post_init__(self):
         if self.graph_optimization_level not in _LEVELS:

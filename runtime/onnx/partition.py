@@ -42,6 +42,10 @@ DATA_MOVEMENT = frozenset(
     }
 )  # fmt: skip
 _CONTROL_FLOW_SOURCES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
+# Ops heavy enough to be worth an onnxruntime call on their own.
+HEAVY = frozenset(
+    {"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "Conv2D", "DepthwiseConv2dNative"}
+)
 
 
 @dataclass(frozen=True)
@@ -128,12 +132,17 @@ def propose_clusters(
     graph: Graph,
     frozen: Mapping[str, object] | None = None,
     within: Mapping[str, Hashable] | None = None,
+    min_compute_ops: int = 1,
 ) -> list[Cluster]:
     """Maximal acyclic clusters of supported ops (see the module docstring), deterministic.
 
     ``frozen``: variable reads that will be constants. ``within``: the only ops to consider, each
     with a group key (e.g. which signatures need it): a cluster never mixes keys, so running one
-    signature never needs another's inputs.
+    signature never needs another's inputs -- except that an op needed by fewer signatures joins
+    a cluster it reads only from (running the others computes it too, but needs nothing more;
+    keys must then be frozensets). A cluster is kept when it holds a matrix product or
+    convolution, or at least ``min_compute_ops`` ops that are not data movement (an onnxruntime
+    call costs some microseconds: a few scalar ops are cheaper in numpy).
     """
     frozen = frozen or {}
     group = (lambda name: None) if within is None else within.get
@@ -144,6 +153,7 @@ def propose_clusters(
     preds = {op.name: [p.name for p in _preds(op) if p.name not in sources] for op in order}
     cluster_of: dict[str, int] = {}
     members: dict[int, set[str]] = {}
+    keys: dict[int, Hashable] = {}
     next_id = 0
     for op in order:
         if op.name in sources or op.name in excluded or (within is not None and op.name not in within):
@@ -152,8 +162,15 @@ def propose_clusters(
             continue
         joined = None
         key = group(op.name)
-        producers = {cluster_of[p] for p in preds[op.name] if p in cluster_of}
-        for c in sorted(c for c in producers if group(next(iter(members[c]))) == key):
+        producers = sorted({cluster_of[p] for p in preds[op.name] if p in cluster_of})
+        candidates = [c for c in producers if keys[c] == key]
+        if not candidates:  # needed by fewer signatures: joins only if it takes no new input
+            candidates = [
+                c
+                for c in producers
+                if _narrower(key, keys[c]) and all(p in members[c] for p in preds[op.name])
+            ][:1]
+        for c in candidates:
             if joined is None:
                 if not _reaches(members[c], {op.name}, preds, index):
                     joined = c
@@ -165,14 +182,22 @@ def propose_clusters(
                     members[joined].add(name)
         if joined is None:
             members[next_id] = {op.name}
+            keys[next_id] = key
             cluster_of[op.name] = next_id
             next_id += 1
     clusters = []
     for names in sorted(members.values(), key=lambda s: min(index[n] for n in s)):
-        if any(graph.get_operation_by_name(n).type not in DATA_MOVEMENT for n in names):
+        types = [graph.get_operation_by_name(n).type for n in names]
+        compute = sum(t not in DATA_MOVEMENT for t in types)
+        if compute and (compute >= min_compute_ops or HEAVY.intersection(types)):
             nodes = tuple(sorted(names, key=index.__getitem__))
             clusters.append(Cluster(f"ort_cluster_{len(clusters)}", nodes))
     return clusters
+
+
+def _narrower(key: Hashable, cluster_key: Hashable) -> bool:
+    """Whether an op of group ``key`` is needed only where the cluster is (signature sets)."""
+    return isinstance(key, frozenset) and isinstance(cluster_key, frozenset) and key < cluster_key
 
 
 def _reaches(group: set[str], start: set[str], preds, index) -> bool:

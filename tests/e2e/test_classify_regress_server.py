@@ -224,13 +224,7 @@ def test_classify_regress_match_tensorflow_on_oracle_corpus(model_server, tmp_pa
     )
     stub = prediction_service_pb2_grpc.PredictionServiceStub(server.channel())
 
-    serialized = tensor_codec.decode(
-        tensor_pb2.TensorProto.FromString((root / case["inputs"]["inputs"]).read_bytes())
-    )
-    expected = {
-        alias: tensor_codec.decode(tensor_pb2.TensorProto.FromString((root / file).read_bytes()))
-        for alias, file in case["outputs"].items()
-    }
+    serialized = read(root / case["inputs"]["inputs"])
     cls = (
         classification_pb2.ClassificationRequest
         if case["method_name"] == CLASSIFY
@@ -239,20 +233,85 @@ def test_classify_regress_match_tensorflow_on_oracle_corpus(model_server, tmp_pa
     request = cls()
     request.model_spec.name = name
     request.model_spec.signature_name = case["signature"]
+    add_examples(request, serialized)
+    if case["method_name"] == CLASSIFY:
+        check_classification(stub.Classify(request, timeout=120).result, root, case, len(serialized))
+    else:
+        check_regression(stub.Regress(request, timeout=120).result, root, case)
+    assert server.stop() == 0
+
+
+def read(path: Path) -> np.ndarray:
+    return tensor_codec.decode(tensor_pb2.TensorProto.FromString(path.read_bytes()))
+
+
+def add_examples(request, serialized: np.ndarray) -> None:
     for item in serialized.reshape(-1):
         request.input.example_list.examples.add().ParseFromString(item)
-    rtol, atol = case["rtol"], case["atol"]
-    if case["method_name"] == CLASSIFY:
-        result = stub.Classify(request, timeout=120).result
-        assert len(result.classifications) == len(serialized)
-        if "scores" in expected:
-            scores = np.array([[c.score for c in cl.classes] for cl in result.classifications], np.float32)
-            np.testing.assert_allclose(scores, expected["scores"], rtol=rtol, atol=atol)
-        if "classes" in expected:
-            labels = [[c.label.encode() for c in cl.classes] for cl in result.classifications]
-            assert labels == expected["classes"].tolist()
-    else:
-        result = stub.Regress(request, timeout=120).result
-        values = np.array([r.value for r in result.regressions], np.float32)
-        np.testing.assert_allclose(values, expected["outputs"].reshape(-1), rtol=rtol, atol=atol)
+
+
+def check_classification(result, root: Path, case: dict, num_examples: int) -> None:
+    expected = {alias: read(root / file) for alias, file in case["outputs"].items()}
+    assert len(result.classifications) == num_examples
+    if "scores" in expected:
+        scores = np.array([[c.score for c in cl.classes] for cl in result.classifications], np.float32)
+        np.testing.assert_allclose(scores, expected["scores"], rtol=case["rtol"], atol=case["atol"])
+    if "classes" in expected:
+        labels = [[c.label.encode() for c in cl.classes] for cl in result.classifications]
+        assert labels == expected["classes"].tolist()
+
+
+def check_regression(result, root: Path, case: dict) -> None:
+    values = np.array([r.value for r in result.regressions], np.float32)
+    expected = read(root / case["outputs"]["outputs"]).reshape(-1)
+    np.testing.assert_allclose(values, expected, rtol=case["rtol"], atol=case["atol"])
+
+
+def multi_inference_groups():
+    """(model, [case indices]): Classify/Regress cases of distinct signatures on identical inputs,
+    which one MultiInference request must answer exactly as the separate calls."""
+    out = []
+    by_model: dict[str, dict[tuple, dict[str, int]]] = {}
+    for name, index in corpus_cases():
+        if index is None:
+            continue
+        data = corpus.load_manifest(name)
+        case = data["cases"][index]
+        key = (tuple(case["tags"]), (data["dir"] / case["inputs"]["inputs"]).read_bytes())
+        by_model.setdefault(name, {}).setdefault(key, {}).setdefault(case["signature"], index)
+    for name, groups in by_model.items():
+        for signatures in groups.values():
+            if len(signatures) >= 2:
+                out.append((name, sorted(signatures.values())))
+                break
+    return out
+
+
+@pytest.mark.parametrize("name, indices", multi_inference_groups())
+def test_multi_inference_matches_tensorflow_on_oracle_corpus(model_server, tmp_path, name, indices):
+    data = corpus.load_manifest(name)
+    root, cases = data["dir"], [data["cases"][i] for i in indices]
+    shutil.copytree(data["export_path"], tmp_path / "base" / "1", symlinks=True)
+    server = start_serving(
+        model_server,
+        f"--model_name={name}",
+        f"--model_base_path={tmp_path / 'base'}",
+        f"--saved_model_tags={','.join(cases[0]['tags'])}",
+    )
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(server.channel())
+    request = inference_pb2.MultiInferenceRequest()
+    for case in cases:
+        task = request.tasks.add(method_name=case["method_name"])
+        task.model_spec.name = name
+        task.model_spec.signature_name = case["signature"]
+    serialized = read(root / cases[0]["inputs"]["inputs"])
+    add_examples(request, serialized)
+    response = stub.MultiInference(request, timeout=120)
+    assert len(response.results) == len(cases)
+    for result, case in zip(response.results, cases):
+        assert (result.model_spec.name, result.model_spec.signature_name) == (name, case["signature"])
+        if case["method_name"] == CLASSIFY:
+            check_classification(result.classification_result, root, case, len(serialized))
+        else:
+            check_regression(result.regression_result, root, case)
     assert server.stop() == 0

@@ -725,3 +725,4 @@ rec(
     feature_list_sparse_types=[dt("string")],
     feature_list_dense_shapes=[[2]],
 )
+parse_seq(batch(_S1, _S2, _S3), dense=[("clicks", "int64", [2], True)], context_sparse=[("user", "string")])

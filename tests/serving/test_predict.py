@@ -348,3 +348,10 @@ def test_feed_errors_raised_by_the_session_are_invalid_argument():
     session.functions["y:0"] = refuse
     error = call_error(core, request(x=np.float32([[1.0], [2.0]])))
     assert error.code == errors.INVALID_ARGUMENT and error.message.startswith("Cannot feed value")
+
+
+def test_output_filter_errors_come_before_the_sessions_dtype_check():
+    core, _ = half_plus_two()
+    req = request(x=np.int32([1]))
+    req.output_filter.append("nope")
+    assert call_error(core, req).message.startswith("output tensor alias not found in signature: nope")

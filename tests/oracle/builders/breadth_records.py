@@ -35,6 +35,7 @@ from tests.runtime import breadth_records
 
 VENV = "tf221"
 FAMILY = "op_records"
+DEPENDS = ["tests/runtime/breadth_records.py"]
 RECORDS_FILE = REPO_ROOT / "tests" / "runtime" / "breadth_records.py"
 SCENARIO_BUILDERS = {}
 

@@ -26,8 +26,6 @@ FULLY_DELEGATED = {
     "keras_cnn_bn",
     "keras_transformer_block",
     "tf1_no_variables",
-    "example_half_plus_two",
-    "tf2_half_plus_two",
     "est_dnn_classifier",
     "example_estimator_classifier",
 }

@@ -3,6 +3,8 @@ provider; without one they run on the CPU provider, and this test says so (it ne
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from runtime import Session
@@ -12,7 +14,7 @@ from tests.runtime.onnx.test_partition import mlp
 
 def _first_cluster_providers(options: DelegationOptions) -> tuple[list[str], np.ndarray]:
     session = Session(graph=mlp())
-    session.delegate(options)
+    session.delegate(dataclasses.replace(options, min_compute_ops=1))
     x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     result = session.run("tanh:0", {"x:0": x})
     with Session(graph=mlp()) as native:

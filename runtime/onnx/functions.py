@@ -1,0 +1,108 @@
+"""Delegation inside the functions that stay calls: the bodies and branches of While, If and Case.
+
+A TF2 RNN's cell runs in a ``While`` body, once per time step; inlining cannot flatten a loop, so
+the body itself is partitioned and fused, into a NEW FunctionDef named ``<name>__ort`` (the
+original stays in the library, untouched), and the loop node is pointed at it. Cluster nodes in
+a body carry ``key``: the delegation they belong to (options and report), since the body's
+Operations only exist once the Session instantiates the function. Function bodies are read with
+``runtime.function.instantiate`` (flat ``node:k`` references), which is also how the Session reads
+the rewritten ones. Functions with attr parameters (polymorphic bodies) are left as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from apis.tensorflow.core.framework import function_pb2, graph_pb2
+from runtime.function import instantiate
+from runtime.graph import Graph
+from runtime.onnx import partition
+from runtime.onnx.inline import inline_calls
+
+logger = logging.getLogger(__name__)
+
+LOOP_OPS = frozenset({"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"})
+SUFFIX = "__ort"
+
+
+def delegate_functions(
+    graph_def: graph_pb2.GraphDef,
+    library: Mapping[str, function_pb2.FunctionDef],
+    key: str,
+    min_compute_ops: int = 1,
+    on_clusters: Callable[[str, Graph, list[partition.Cluster]], None] | None = None,
+) -> tuple[graph_pb2.GraphDef, dict[str, function_pb2.FunctionDef]]:
+    """``graph_def`` with its loop/branch nodes pointed at delegated copies of their functions,
+    and the library with those copies added. ``on_clusters(function, body graph, clusters)`` is
+    told of every body's clusters (for the report)."""
+    new_library = dict(library)
+    renamed: dict[str, str] = {}
+
+    def rewrite(name: str) -> str:
+        if name in renamed:
+            return renamed[name]
+        renamed[name] = name  # a recursive reference sees the original
+        try:
+            fdef = _delegated(library[name], new_library, rewrite, (key, min_compute_ops), on_clusters)
+        except Exception as exc:  # noqa: BLE001 - a body we cannot partition runs as it is
+            logger.info("function %s stays native: %s: %s", name, type(exc).__name__, exc)
+            fdef = None
+        if fdef is not None:
+            renamed[name] = fdef.signature.name
+            new_library[fdef.signature.name] = fdef
+        return renamed[name]
+
+    result = graph_pb2.GraphDef()
+    result.CopyFrom(graph_def)
+    _point_at(result.node, library, rewrite)
+    return result, new_library
+
+
+def _point_at(nodes, library: Mapping, rewrite: Callable[[str], str]) -> bool:
+    """Rewrites the func attrs of loop/branch nodes; whether any changed."""
+    changed = False
+    for node in nodes:
+        if node.op not in LOOP_OPS:
+            continue
+        for value in node.attr.values():
+            funcs = [value.func] if value.WhichOneof("value") == "func" else list(value.list.func)
+            for func in funcs:
+                if func.name in library:
+                    new = rewrite(func.name)
+                    changed |= new != func.name
+                    func.name = new
+    return changed
+
+
+def _delegated(fdef, new_library, rewrite, keyed, on_clusters) -> function_pb2.FunctionDef | None:
+    key, min_compute_ops = keyed
+    if fdef.signature.attr:
+        return None
+    body = instantiate(fdef, {}, new_library)
+    body_def = inline_calls(body.graph.as_graph_def(), new_library)
+    nested = _point_at(body_def.node, new_library, rewrite)
+    graph = Graph(functions=new_library)
+    graph.import_graph_def(body_def)
+    clusters = partition.propose_clusters(graph, min_compute_ops=min_compute_ops)
+    if not clusters and not nested:
+        return None
+    fused = partition.fuse(graph, clusters) if clusters else body_def
+    if on_clusters is not None and clusters:
+        on_clusters(fdef.signature.name, graph, clusters)
+    new = function_pb2.FunctionDef()
+    new.signature.CopyFrom(fdef.signature)
+    new.signature.name = fdef.signature.name + SUFFIX
+    new.attr.MergeFrom(fdef.attr)
+    for node in fused.node:
+        if node.op == "_Arg":
+            continue
+        copy = new.node_def.add()
+        copy.CopyFrom(node)
+        if node.op == partition.CLUSTER_OP:
+            copy.attr["key"].s = key.encode()
+    for arg, tensor in zip(fdef.signature.output_arg, body.rets):
+        new.ret[arg.name] = tensor.name
+    for name in fdef.signature.control_output:
+        new.control_ret[name] = fdef.control_ret[name]
+    return new

@@ -83,11 +83,11 @@ def _jpeg(data: bytes, channels: int, ratio: int) -> np.ndarray:
         if ratio > 1 or channels:
             # libjpeg scales while decoding (scale_denom), and outputs grey straight from Y.
             w, h = image.size
-            image.draft(mode, (-(-w // ratio), -(-h // ratio)) if ratio > 1 else image.size)
+            image.draft(mode, (max(1, w // ratio), max(1, h // ratio)))
         image.load()
     except Exception as e:  # noqa: BLE001
         raise InvalidArgumentError(
-            None, None, f"Invalid JPEG data or crop window, data size {len(data)}"
+            None, None, "jpeg::Uncompress failed. Invalid JPEG data or crop window."
         ) from e
     if image.mode == "CMYK" and not channels:
         # Adobe CMYK JPEGs are stored inverted; libjpeg hands TF the stored values.
@@ -123,9 +123,10 @@ def extract_jpeg_shape(contents, *, output_type=dtypes.DT_INT32):
 
 
 def _rgb_to_gray_libpng(rgb: np.ndarray) -> np.ndarray:
-    """libpng's ``png_set_rgb_to_gray`` with its default sRGB coefficients (what TF's decoder asks)."""
-    r, g, b = (rgb[..., i].astype(np.uint32) for i in range(3))
-    return ((6968 * r + 23434 * g + 2366 * b + 16384) >> 15).astype(rgb.dtype)
+    """libpng's ``png_set_rgb_to_gray(png, 1, 0.299, 0.587)`` as TF calls it: coefficients in
+    1/32768 truncated from 1/100000, blue the remainder, the sum truncated (no gamma tables)."""
+    r, g, b = (rgb[..., i].astype(np.uint64) for i in range(3))
+    return ((9797 * r + 19234 * g + 3737 * b) >> 15).astype(rgb.dtype)
 
 
 def _png_pixels(image) -> np.ndarray:
@@ -142,15 +143,17 @@ def _png_pixels(image) -> np.ndarray:
     return pixels.reshape(pixels.shape[0], pixels.shape[1], -1)
 
 
-def _png(data: bytes, channels: int, dtype: int) -> np.ndarray:
-    _check_channels(channels, (0, 1, 2, 3, 4))
+def _png(data: bytes, channels: int, dtype: int | None) -> np.ndarray:
+    """Decoded pixels in ``dtype`` (uint8/uint16), or at the file's own depth for None."""
+    if channels not in (0, 1, 3, 4):
+        raise InvalidArgumentError(None, None, f"`channels` must be 0, 1, 3 or 4 but got {channels}")
     image = _open(data, "PNG")
     if image.format != "PNG":
         raise InvalidArgumentError(None, None, f"Invalid PNG header, data size {len(data)}")
-    pixels = _png_pixels(image)
-    return _convert_depth(
-        _set_channels(pixels, channels), np.uint16 if dtype == dtypes.DT_UINT16 else np.uint8
-    )
+    pixels = _set_channels(_png_pixels(image), channels)
+    if dtype is None:
+        return pixels
+    return _convert_depth(pixels, np.uint16 if dtype == dtypes.DT_UINT16 else np.uint8)
 
 
 def _set_channels(pixels: np.ndarray, channels: int) -> np.ndarray:
@@ -250,7 +253,9 @@ def decode_image(contents, *, channels=0, dtype=dtypes.DT_UINT8, expand_animatio
     if data.startswith(_JPEG):
         pixels = _jpeg(data, channels, 1)
     elif data.startswith(_PNG):
-        pixels = _png(data, channels, dtype)
+        pixels = _png(data, channels, None)
+        if dtype == dtypes.DT_UINT16 or (dtype == dtypes.DT_UINT8 and pixels.dtype == np.uint16):
+            return _convert_depth(pixels, np.uint16 if dtype == dtypes.DT_UINT16 else np.uint8)
     elif data.startswith(_GIF):
         _check_channels(channels, (0, 3))
         pixels = _gif(data)
@@ -260,16 +265,19 @@ def decode_image(contents, *, channels=0, dtype=dtypes.DT_UINT8, expand_animatio
         pixels = _bmp(data, channels)
     else:
         raise InvalidArgumentError(
-            None, None, "Unknown image file format. One of JPEG, PNG, GIF, BMP required."
+            None, None, "Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required."
         )
     return _to_dtype(pixels, dtype)
 
 
 def _to_dtype(pixels: np.ndarray, dtype: int) -> np.ndarray:
-    """TF's convert_image_dtype as DecodeImage applies it: uint8 -> uint16 x257, -> float32 /max."""
+    """TF's convert_image_dtype as DecodeImage applies it: uint8 -> uint16 x256 (a shift, unlike
+    libpng's x257 for PNGs), -> float32 / the type's max."""
     if dtype == dtypes.DT_FLOAT:
-        return (pixels.astype(np.float32) * np.float32(1.0 / np.iinfo(pixels.dtype).max)).astype(np.float32)
-    return _convert_depth(pixels, np.uint16 if dtype == dtypes.DT_UINT16 else np.uint8)
+        return pixels.astype(np.float32) / np.float32(np.iinfo(pixels.dtype).max)
+    if dtype == dtypes.DT_UINT16 and pixels.dtype == np.uint8:
+        return pixels.astype(np.uint16) << np.uint16(8)
+    return pixels
 
 
 # -- encoders ----------------------------------------------------------------------------------

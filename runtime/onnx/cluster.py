@@ -45,6 +45,7 @@ class ClusterRunner:
         options: options_lib.DelegationOptions,
         device: str = "",
         report=None,
+        flops: float | None = None,
     ):
         self.name = name
         self._graph_def = graph_pb2.GraphDef.FromString(subgraph)
@@ -53,6 +54,7 @@ class ClusterRunner:
         self._options = options
         self._device = device
         self._report = report
+        self._flops = flops
         self._compiled: dict[tuple, object] = {}  # ((dtype, ndim) per input) -> session | _NATIVE
         self._native_plan = None
         self._native_only = False
@@ -97,7 +99,7 @@ class ClusterRunner:
             model = convert_subgraph(self._graph_def, self._inputs, self._outputs, signature)
             session = ort.InferenceSession(
                 model.SerializeToString(),
-                options_lib.session_options(self._options),
+                options_lib.session_options(self._options, self._flops),
                 providers=options_lib.providers(self._options, self._device),
             )
             self.providers = session.get_providers()
@@ -171,6 +173,7 @@ def attach(op: Operation, options: options_lib.DelegationOptions, report=None) -
         options,
         attr["device"].s.decode() if "device" in attr else "",
         report,
+        attr["flops"].f if "flops" in attr else None,
     )
     with _RUNNERS_LOCK:
         _RUNNERS[op] = runner

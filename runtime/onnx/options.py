@@ -38,7 +38,8 @@ class DelegationOptions:
     inter_op_threads: int | None = None
     graph_optimization_level: str = "all"  # disable | basic | extended | all
     enable_mem_arena: bool = True
-    allow_spinning: bool = True
+    allow_spinning: bool = False  # spinning pools steal cores from concurrent requests
+    small_cluster_flops: float = 2e6  # below this (at batch 1), a cluster runs on one thread
     use_gpu: bool = True  # the CUDA provider where onnxruntime-gpu and a GPU are present
     log_device_placement: bool = False
     validate: bool = True  # compare each cluster's first run with the native kernels
@@ -65,10 +66,14 @@ class DelegationOptions:
         return dataclasses.replace(self, **changes) if changes else self
 
 
-def session_options(options: DelegationOptions) -> ort.SessionOptions:
+def session_options(options: DelegationOptions, flops: float | None = None) -> ort.SessionOptions:
+    """onnxruntime's options for one cluster; ``flops`` (estimated at batch 1) sizes its threads."""
     so = ort.SessionOptions()
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     if options.intra_op_threads:
         so.intra_op_num_threads = options.intra_op_threads
+    elif flops is not None and flops < options.small_cluster_flops:
+        so.intra_op_num_threads = 1  # a thread pool's hand-offs cost more than a small cluster
     if options.inter_op_threads:
         so.inter_op_num_threads = options.inter_op_threads
     so.graph_optimization_level = _LEVELS[options.graph_optimization_level]

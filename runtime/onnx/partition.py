@@ -30,6 +30,7 @@ from apis.tensorflow.core.framework import graph_pb2, node_def_pb2
 from runtime import dtypes, tensor_util
 from runtime.graph import Graph, Operation
 from runtime.onnx import converter as converter_lib
+from runtime.onnx.report import estimate_flops
 from runtime.op_def import parse_input
 
 CLUSTER_OP = "_OrtCluster"
@@ -38,7 +39,8 @@ DATA_MOVEMENT = frozenset(
     {
         "Identity", "StopGradient", "PreventGradient", "Snapshot", "Reshape", "Squeeze", "ExpandDims",
         "Shape", "Size", "StridedSlice", "Slice", "Pack", "ConcatV2", "Transpose", "Cast", "Fill",
-        "ZerosLike", "OnesLike", "GatherV2", "Tile", "BroadcastTo", "Split", "Pad", "PadV2",
+        "ZerosLike", "OnesLike", "GatherV2", "Tile", "BroadcastTo", "Split", "Pad", "PadV2", "Range",
+        "Unpack", "ReverseV2",
     }
 )  # fmt: skip
 _CONTROL_FLOW_SOURCES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
@@ -290,6 +292,7 @@ def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
     fused.attr["input_names"].list.s.extend(n.encode() for n in inputs.values())
     fused.attr["output_names"].list.s.extend(t.encode() for t in outputs)
     fused.attr["ops"].list.s.extend(n.encode() for n in cluster.nodes)
+    fused.attr["flops"].f = sum(estimate_flops(op) for op in ops)  # sizes the thread pool
     devices = {op.device for op in ops}
     fused.attr["device"].s = devices.pop().encode() if len(devices) == 1 else b""  # tf.device, if one
     fused.attr["Tin"].list.type.extend(_dtype(graph, t) for t in inputs)

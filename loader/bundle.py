@@ -105,7 +105,8 @@ def load_saved_model(
     export_dir = os.fspath(export_dir)
     tags = frozenset([tags] if isinstance(tags, str) else tags)
     logger.info("Reading SavedModel from: %s", export_dir)
-    session = Session(graph=Graph(), config=session_config)
+    # The C++ Session's feed semantics (no static shape check on feeds), as TF Serving has them.
+    session = Session(graph=Graph(), config=session_config, check_feed_shapes=False)
     try:
         meta_graph_def = load(session, tags, export_dir)
         unavailable = signature_check.unavailable_signatures(meta_graph_def)

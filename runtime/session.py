@@ -53,7 +53,11 @@ class Session:
         target: str = "",
         graph: Graph | None = None,
         config: config_pb2.ConfigProto | None = None,
+        *,
+        check_feed_shapes: bool = True,
     ):
+        """``check_feed_shapes=False`` gives the C++ Session's feed semantics (what TF Serving
+        runs): a feed's shape is not checked against its placeholder's static shape."""
         if target:
             raise errors.UnimplementedError(None, None, f"Session target {target!r}: only '' runs")
         self._graph = graph if graph is not None else get_default_graph()
@@ -64,6 +68,7 @@ class Session:
         self._plans_version = self._graph.version
         self._lock = threading.Lock()
         self._closed = False
+        self._check_feed_shapes = check_feed_shapes
         self.delegation_report = None  # set by delegate(): what runs in onnxruntime
 
     # -- properties ----------------------------------------------------------------------------
@@ -110,7 +115,9 @@ class Session:
             if (options is not None or run_metadata is not None) and not accept_options:
                 raise TypeError("options and run_metadata need accept_options=True")
             self._check_open()
-            values = [_feed_value(t, v) for t, v in zip(feed_tensors, feed_args)]
+            values = [
+                _feed_value(t, v, self._check_feed_shapes) for t, v in zip(feed_tensors, feed_args)
+            ]
             return mapper.build(
                 self._run(feed_tensors, values, mapper.tensors, mapper.operations, options, run_metadata)
             )
@@ -196,7 +203,7 @@ class Session:
         for key, value in feed_dict.items():
             tensor = self._feed_tensor(key)
             tensors.append(tensor)
-            values.append(_feed_value(tensor, value))
+            values.append(_feed_value(tensor, value, self._check_feed_shapes))
         return tuple(tensors), values
 
     # -- lifetime ---------------------------------------------------------------------------
@@ -246,7 +253,7 @@ def get_default_session() -> Session | None:
     return stack[-1] if stack else None
 
 
-def _feed_value(tensor: Tensor, value) -> np.ndarray:
+def _feed_value(tensor: Tensor, value, check_shape: bool = True) -> np.ndarray:
     """A feed converted as TF's Session.run converts it, with TF's errors."""
     if isinstance(value, (Tensor, Operation)):
         raise TypeError(
@@ -263,7 +270,7 @@ def _feed_value(tensor: Tensor, value) -> np.ndarray:
         array = np.asarray(value, dtype=np_dtype)
         if dtypes.base_dtype(dtype) == dtypes.DT_STRING:
             array = as_bytes_array(array)  # TF's kernels see bytes
-    shape = tensor.shape
+    shape = tensor.shape if check_shape else None
     if shape is not None and (
         len(shape) != array.ndim or any(d is not None and d != a for d, a in zip(shape, array.shape))
     ):

@@ -53,12 +53,13 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     original = session.graph
     key = f"delegation-{next(_KEYS)}"
     body_clusters: list[ClusterSummary] = []
+    body_native: dict[str, tuple[str, str]] = {}
     inlined_def, library = delegate_functions(
         inline_calls(original.as_graph_def(), original.functions),
         original.functions,
         key,
         options.min_compute_ops,
-        lambda name, graph, found: body_clusters.extend(summaries(graph, found, f"{name}/")),
+        _body_report(body_clusters, body_native),
     )
     inlined = Graph(functions=library)
     inlined.import_graph_def(inlined_def)
@@ -77,6 +78,7 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
         fused.finalize()
     report = build_report(inlined, region, clusters, len(frozen), note)
     report.clusters.extend(body_clusters)
+    report.native.update(body_native)
     cluster_lib.register_context(key, options, report)
     for spec in clusters:
         cluster_lib.attach(fused.get_operation_by_name(spec.name), options, report)
@@ -181,12 +183,23 @@ def freeze_variables(graph: Graph, region: list[Operation], resources) -> tuple[
 def build_report(
     graph: Graph, region: list[Operation], clusters: list[partition.Cluster], frozen: int, note: str
 ) -> DelegationReport:
-    members = {name: c.name for c in clusters for name in c.nodes}
     report = DelegationReport(frozen_variables=frozen, variables_note=note)
-    excluded = partition.control_flow_region(graph)
     report.clusters.extend(summaries(graph, clusters))
-    for op in region:
-        if op.name in members or op.type in BOOKKEEPING:
+    for name, kind, why, flops in explain_native(graph, region, clusters):
+        report.native[name] = (kind, why)
+        report.native_op_flops[name] = flops
+        report.native_flops += flops
+    return report
+
+
+def explain_native(
+    graph: Graph, ops: Iterable[Operation], clusters: list[partition.Cluster], prefix: str = ""
+):
+    """(name, type, why it stayed native, FLOPs) of each op outside the clusters (not bookkeeping)."""
+    members = {name for c in clusters for name in c.nodes}
+    excluded = partition.control_flow_region(graph)
+    for op in ops:
+        if op.name in members or op.type in BOOKKEEPING or op.type == "_Arg":
             continue
         why = partition.reason(op)
         if op.name in excluded:
@@ -195,10 +208,19 @@ def build_report(
             why = (
                 "only data movement in its cluster" if op.type in partition.DATA_MOVEMENT else "not clustered"
             )
-        report.native[op.name] = (op.type, why)
-        report.native_op_flops[op.name] = estimate_flops(op)
-        report.native_flops += report.native_op_flops[op.name]
-    return report
+        yield prefix + op.name, op.type, why, estimate_flops(op)
+
+
+def _body_report(body_clusters: list, body_native: dict):
+    """The callback ``delegate_functions`` tells of each body's clusters: summaries and the ops
+    left native (their FLOPs are the loop op's estimate, so 0 here)."""
+
+    def told(name: str, graph: Graph, clusters: list[partition.Cluster]) -> None:
+        body_clusters.extend(summaries(graph, clusters, f"{name}/"))
+        for op_name, kind, why, _ in explain_native(graph, graph.get_operations(), clusters, f"{name}/"):
+            body_native[op_name] = (kind, why)
+
+    return told
 
 
 def summaries(graph: Graph, clusters: list[partition.Cluster], prefix: str = "") -> list[ClusterSummary]:

@@ -88,7 +88,7 @@ def _delegated(fdef, new_library, rewrite, keyed, on_clusters) -> function_pb2.F
     if not clusters and not nested:
         return None
     fused = partition.fuse(graph, clusters) if clusters else body_def
-    if on_clusters is not None and clusters:
+    if on_clusters is not None:
         on_clusters(fdef.signature.name, graph, clusters)
     new = function_pb2.FunctionDef()
     new.signature.CopyFrom(fdef.signature)

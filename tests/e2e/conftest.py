@@ -22,7 +22,7 @@ Usage::
   some version directories, optionally renamed: ``versions={"00000123": "1"}``) to a fresh
   base path under ``tmp_path`` and returns it as a string.
 - ``free_port()`` returns a free loopback port.
-- ``requires_model(name)`` skips the test unless ``models/<name>`` exists and our loader
+- ``requires_model(name)`` fails the test unless ``models/<name>`` exists and our loader
   loads it in-process (so the suite stays green while the loader and runtime grow).
 """
 
@@ -90,7 +90,7 @@ def model_load_problem(name: str) -> str | None:
 def requires_model(name: str) -> None:
     problem = model_load_problem(name)
     if problem:
-        pytest.skip(problem)
+        pytest.fail(problem)
 
 
 class ModelServerProcess:
@@ -208,7 +208,7 @@ def model_dir(tmp_path):
     def copy(name: str, versions=None, dest: str | os.PathLike | None = None) -> str:
         source = MODELS_DIR / name
         if not version_dirs(name):
-            pytest.skip(f"models/{name} has no version directory yet")
+            pytest.fail(f"models/{name} has no version directory")
         base = Path(dest) if dest else tmp_path / f"{name}_{next(counter)}"
         base.mkdir(parents=True, exist_ok=True)
         if isinstance(versions, dict):

@@ -397,7 +397,7 @@ def test_ssl_config_file(model_server, model_dir, tmp_path):
     import subprocess
 
     if not shutil.which("openssl"):
-        pytest.skip("no openssl to make a certificate")
+        pytest.fail("openssl is needed to make a test certificate")
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(
         [

@@ -65,7 +65,7 @@ def test_model_service_with_tensorflow_serving_api_stubs(model_server, model_dir
     requires_model("half_plus_two")
     python = oracle_dir() / "tf221" / "bin" / "python"
     if not python.exists():
-        pytest.skip("no oracle venv: run `python -m tests.oracle build`")
+        pytest.fail("no oracle venv: run `python -m tests.oracle build`")
     base = model_dir("half_plus_two")
     server = model_server(f"--model_base_path={base}")
     result = subprocess.run(

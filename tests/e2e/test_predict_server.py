@@ -153,12 +153,6 @@ def _examples(xs):
     return np.array(serialized, object)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime.Session checks feed shapes against the graph as TF's Python client does; "
-    "TF Serving's C++ Session does not, so TF Serving answers this request (its own "
-    "VerifyPredictRequest feeds x as [1]). Needs a C++-semantics run in runtime.",
-)
 def test_feed_shape_is_not_checked_against_the_graph_as_in_tf_serving(model_server, tmp_path):
     server = serve(model_server, tmp_path, "half_plus_two", model_versions("half_plus_two"), "default")
     result = stub_for(server).Predict(predict_request(x=x_like_tf_serving_tests(dims=[1])), timeout=30)

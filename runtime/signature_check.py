@@ -73,17 +73,41 @@ def _called_functions(node: node_def_pb2.NodeDef, library: Mapping) -> list[str]
     return [n for n in names if n in library]
 
 
+class GraphIndex:
+    """A GraphDef's nodes and functions by name, built once and shared by every walk over it."""
+
+    def __init__(self, graph_def: graph_pb2.GraphDef):
+        self.nodes = {n.name: n for n in graph_def.node}
+        self.library: dict[str, function_pb2.FunctionDef] = {
+            f.signature.name: f for f in graph_def.library.function
+        }
+        self._bodies: dict[str, tuple[dict, list[str]]] = {}
+
+    def body(self, name: str) -> tuple[dict[str, node_def_pb2.NodeDef], list[str]]:
+        """A function's nodes by name, and the roots TF's function runtime runs."""
+        if name not in self._bodies:
+            fdef = self.library[name]
+            roots = [_node_name(r) for r in fdef.ret.values()] + list(fdef.control_ret.values())
+            roots += [n.name for n in fdef.node_def if _is_stateful(n.op)]
+            self._bodies[name] = ({n.name: n for n in fdef.node_def}, roots)
+        return self._bodies[name]
+
+
+def _index(graph: graph_pb2.GraphDef | GraphIndex) -> GraphIndex:
+    return graph if isinstance(graph, GraphIndex) else GraphIndex(graph)
+
+
 class _Walker:
     """Collects op types (with node counts) reached from roots, graph and functions alike."""
 
-    def __init__(self, library: Mapping[str, function_pb2.FunctionDef]):
-        self.library = library
+    def __init__(self, index: GraphIndex):
+        self.index = index
         self.counts: collections.Counter = collections.Counter()
         self._functions_seen: set[str] = set()
 
     def walk(
         self, nodes: Mapping[str, node_def_pb2.NodeDef], roots: Iterable[str], cut: Callable[[str], bool]
-    ):
+    ) -> None:
         """Visits ``roots`` (node names) and their ancestors; ``cut(input ref)`` stops at feeds."""
         seen: set[str] = set()
         stack = [r for r in roots if r in nodes]
@@ -94,45 +118,42 @@ class _Walker:
             seen.add(name)
             node = nodes[name]
             self.counts[node.op] += 1
-            for function in _called_functions(node, self.library):
+            for function in _called_functions(node, self.index.library):
                 self.walk_function(function)
             stack += [_node_name(r) for r in node.input if not cut(r) and _node_name(r) in nodes]
 
     def walk_function(self, name: str) -> None:
-        if name in self._functions_seen:
-            return
-        self._functions_seen.add(name)
-        fdef = self.library[name]
-        nodes = {n.name: n for n in fdef.node_def}
-        roots = [_node_name(r) for r in fdef.ret.values()] + list(fdef.control_ret.values())
-        roots += [n.name for n in fdef.node_def if _is_stateful(n.op)]
-        self.walk(nodes, roots, cut=lambda ref: False)
+        if name not in self._functions_seen:
+            self._functions_seen.add(name)
+            nodes, roots = self.index.body(name)
+            self.walk(nodes, roots, cut=lambda ref: False)
 
 
 def needed_op_types(
-    graph_def: graph_pb2.GraphDef,
+    graph: graph_pb2.GraphDef | GraphIndex,
     fetches: Iterable[str],
     feeds: Iterable[str] = (),
 ) -> collections.Counter:
-    """Op type -> node count of everything ``fetches`` (tensor or op names) need, functions included."""
-    library = {f.signature.name: f for f in graph_def.library.function}
+    """Op type -> node count of everything ``fetches`` (tensor or op names) need, functions included.
+
+    ``graph``: a GraphDef, or its ``GraphIndex`` when several walks share one graph."""
+    index = _index(graph)
     fed = {_tensor_name(t) for t in feeds}
-    walker = _Walker(library)
-    nodes = {n.name: n for n in graph_def.node}
-    walker.walk(nodes, [_node_name(f) for f in fetches], cut=lambda ref: _tensor_name(ref) in fed)
+    walker = _Walker(index)
+    walker.walk(index.nodes, [_node_name(f) for f in fetches], cut=lambda ref: _tensor_name(ref) in fed)
     return walker.counts
 
 
 def missing_op_types(
-    graph_def: graph_pb2.GraphDef, fetches: Iterable[str], feeds: Iterable[str] = ()
+    graph: graph_pb2.GraphDef | GraphIndex, fetches: Iterable[str], feeds: Iterable[str] = ()
 ) -> collections.Counter:
     """The needed op types that are forbidden or have neither a kernel nor a library function."""
-    library = {f.signature.name for f in graph_def.library.function}
+    index = _index(graph)
     return collections.Counter(
         {
             op: n
-            for op, n in needed_op_types(graph_def, fetches, feeds).items()
-            if op in FORBIDDEN_OPS or (not has_kernel(op) and op not in library)
+            for op, n in needed_op_types(index, fetches, feeds).items()
+            if op in FORBIDDEN_OPS or (not has_kernel(op) and op not in index.library)
         }
     )
 
@@ -142,12 +163,13 @@ def unavailable_signatures(
 ) -> dict[str, UnavailableSignatureError]:
     """Signature key -> its error, for every serving signature that needs a missing op type."""
     result = {}
+    index = GraphIndex(meta_graph_def.graph_def)
     for key, signature in sorted(meta_graph_def.signature_def.items()):
         if key == INIT_OP_SIGNATURE_KEY:
             continue
         fetches = [info.name for info in signature.outputs.values() if info.name]
         feeds = [info.name for info in signature.inputs.values() if info.name]
-        missing = missing_op_types(meta_graph_def.graph_def, fetches, feeds)
+        missing = missing_op_types(index, fetches, feeds)
         if missing:
             result[key] = UnavailableSignatureError(f"Signature '{key}'", missing)
     return result
@@ -157,8 +179,9 @@ def check_load_ops(
     meta_graph_def: meta_graph_pb2.MetaGraphDef, ops: Mapping[str, tuple[str, list[str]]]
 ) -> None:
     """Raises for the first of ``ops`` (what -> (op name, fed tensor names)) needing a missing op."""
+    index = GraphIndex(meta_graph_def.graph_def)
     for what, (name, feeds) in ops.items():
-        missing = missing_op_types(meta_graph_def.graph_def, [name], feeds)
+        missing = missing_op_types(index, [name], feeds)
         if missing:
             raise UnavailableSignatureError(f"The {what} op '{_node_name(name)}'", missing)
 

@@ -1,15 +1,13 @@
-"""Image codecs: DecodeJpeg, DecodePng, DecodeGif, DecodeBmp, DecodeImage, EncodeJpeg, EncodePng,
+"""Image codecs: DecodeJpeg, DecodeAndCropJpeg, DecodePng, DecodeGif, DecodeBmp, DecodeImage, EncodeJpeg, EncodePng,
 ExtractJpegShape.
 
-JPEG, PNG and GIF go through Pillow (``pillow>=10``; its JPEG codec is libjpeg-turbo, as TF's). BMP is
-the small uncompressed format TF's own decoder reads, parsed here directly so that 32-bit alpha and
+JPEG goes through simplejpeg (``simplejpeg>=1.7``: libjpeg-turbo, TF's own JPEG library, with its
+DCT method and chroma upsampling selectable, so pixels equal TF's for every ``dct_method`` and
+``fancy_upscaling``); PNG and GIF, and both encoders, through Pillow (``pillow>=10``). BMP is the
+small uncompressed format TF's own decoder reads, parsed here directly so that 32-bit alpha and
 top-down rows come out as TF's do. Where results can differ from TF (listed in OPS.md, "Known
 deviations"):
 
-- JPEG ``dct_method``: TF's default ("" = INTEGER_FAST, libjpeg's JDCT_IFAST) is not selectable in
-  Pillow, which always uses JDCT_ISLOW (TF's "INTEGER_ACCURATE"). With "INTEGER_ACCURATE" pixels
-  equal TF's; with the default a pixel can differ by a few levels. ``fancy_upscaling=False`` is
-  not selectable either (Pillow always upsamples chroma "fancily", TF's default).
 - JPEG ``try_recover_truncated``/``acceptable_fraction``: a truncated JPEG is refused whatever they say.
 - PNG: 16-bit colour PNGs decode through Pillow's 8-bit path, so ``dtype=uint16`` of a 16-bit RGB(A)
   PNG loses the low byte (16-bit grey is exact).
@@ -30,14 +28,37 @@ from runtime.errors import InvalidArgumentError, UnimplementedError
 from runtime.kernels.math_ops import shape_str
 from runtime.kernels.registry import kernel
 
+# Where results can differ from TF's (collected into OPS.md by runtime/ops_table.py).
+DEVIATIONS = {
+    "DecodeJpeg": "libjpeg-turbo through simplejpeg with TF's DCT method and upsampling: pixels equal"
+    " TF's. `try_recover_truncated`/`acceptable_fraction` are not honoured: a truncated JPEG is"
+    " refused; CMYK JPEGs decode with `channels=0` only.",
+    "DecodeAndCropJpeg": "as DecodeJpeg, and the image is decoded whole, then cropped: TF decodes"
+    " only the window, so with chroma subsampling the window's last column can differ by a few"
+    " levels (up to 7 in the oracle records); every other pixel is exact.",
+    "DecodeImage": "as DecodeJpeg, DecodePng, DecodeGif and DecodeBmp; WebP and JPEG XL (TF 2.21)"
+    " are not decoded here.",
+    "DecodePng": "16-bit colour (RGB/RGBA) PNGs come out of Pillow at 8 bits: with `dtype=uint16` the"
+    " low byte differs from TF's (16-bit grey and every 8-bit PNG are exact).",
+    "DecodeGif": "frames are composed by Pillow (disposal, transparency): equal to TF's for full-frame"
+    " GIFs, partial frames with disposal may differ.",
+    "EncodeJpeg": "the bytes differ from TF's (encoder settings); they decode to within 2 levels of"
+    " TF's encoding. Only `quality`, `progressive`, `optimize_size`, `chroma_downsampling` are honoured.",
+    "EncodePng": "the bytes differ from TF's (zlib settings); they decode to the same pixels.",
+}
 _JPEG, _PNG, _GIF, _BMP = b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF8", b"BM"
-_GRAY_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
 
 
 def _pil():
     from PIL import Image  # imported on first use: only models that decode images pay for it
 
     return Image
+
+
+def _simplejpeg():
+    import simplejpeg  # as _pil: on first use
+
+    return simplejpeg
 
 
 def _contents(contents) -> bytes:
@@ -71,28 +92,36 @@ def _open(data: bytes, what: str):
 # -- JPEG --------------------------------------------------------------------------------------
 
 
-def _jpeg(data: bytes, channels: int, ratio: int) -> np.ndarray:
+_BAD_JPEG = "jpeg::Uncompress failed. Invalid JPEG data or crop window."
+
+
+def _jpeg(
+    data: bytes, channels: int, ratio: int, dct_method: str = "", fancy_upscaling: bool = True
+) -> np.ndarray:
+    """libjpeg-turbo's decode with TF's flags: DCT method, chroma upsampling, scale 1/ratio."""
     _check_channels(channels)
     if ratio not in (1, 2, 4, 8):
         raise InvalidArgumentError(None, None, f"ratio must be 1, 2, 4, or 8, got {ratio}")
+    simplejpeg = _simplejpeg()
     try:
-        image = _pil().open(io.BytesIO(data))
-        if image.format != "JPEG":
-            raise ValueError(image.format)
-        mode = {1: "L", 3: "RGB"}.get(channels) or ("L" if image.mode == "L" else "RGB")
-        if ratio > 1 or channels:
-            # libjpeg scales while decoding (scale_denom), and outputs grey straight from Y.
-            w, h = image.size
-            image.draft(mode, (max(1, w // ratio), max(1, h // ratio)))
-        image.load()
-    except Exception as e:  # noqa: BLE001
-        raise InvalidArgumentError(
-            None, None, "jpeg::Uncompress failed. Invalid JPEG data or crop window."
-        ) from e
-    if image.mode == "CMYK" and not channels:
-        # Adobe CMYK JPEGs are stored inverted; libjpeg hands TF the stored values.
-        return 255 - np.asarray(image, np.uint8)
-    pixels = np.asarray(image.convert(mode), np.uint8)
+        height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
+        source = 1 if colorspace == "Gray" else 4 if colorspace in ("CMYK", "YCCK") else 3
+        if source == 4 and channels:
+            raise UnimplementedError(None, None, "DecodeJpeg: CMYK JPEGs decode with channels=0 only here")
+        target = {1: "GRAY", 3: "RGB", 4: "CMYK"}[channels or source]
+        pixels = simplejpeg.decode_jpeg(
+            data,
+            colorspace=target,
+            fastdct=dct_method != "INTEGER_ACCURATE",  # TF's default "" is INTEGER_FAST
+            fastupsample=not fancy_upscaling,
+            min_height=-(-height // ratio),
+            min_width=-(-width // ratio),
+            min_factor=ratio,
+        )
+    except UnimplementedError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any codec failure is the data's fault
+        raise InvalidArgumentError(None, None, _BAD_JPEG) from e
     return pixels.reshape(pixels.shape[0], pixels.shape[1], -1)
 
 
@@ -107,16 +136,42 @@ def decode_jpeg(
     acceptable_fraction=1.0,
     dct_method="",
 ):
-    return _jpeg(_contents(contents), channels, ratio)
+    return _jpeg(_contents(contents), channels, ratio, dct_method, fancy_upscaling)
+
+
+@kernel("DecodeAndCropJpeg")
+def decode_and_crop_jpeg(
+    contents,
+    crop_window,
+    *,
+    channels=0,
+    ratio=1,
+    fancy_upscaling=True,
+    try_recover_truncated=False,
+    acceptable_fraction=1.0,
+    dct_method="",
+):
+    pixels = _jpeg(_contents(contents), channels, ratio, dct_method, fancy_upscaling)
+    window = [int(v) for v in np.asarray(crop_window).reshape(-1)]
+    if len(window) != 4:
+        raise InvalidArgumentError(
+            None, None, f"crop_window must be shape [4], got {shape_str(np.shape(crop_window))}"
+        )
+    y, x, h, w = window
+    if h <= 0 or w <= 0 or y < 0 or x < 0 or y + h > pixels.shape[0] or x + w > pixels.shape[1]:
+        raise InvalidArgumentError(None, None, _BAD_JPEG)
+    return np.ascontiguousarray(pixels[y : y + h, x : x + w])
 
 
 @kernel("ExtractJpegShape")
 def extract_jpeg_shape(contents, *, output_type=dtypes.DT_INT32):
-    data = _contents(contents)
-    image = _open(data, "JPEG")
-    depth = {"L": 1, "CMYK": 4}.get(image.mode, 3)
+    try:
+        height, width, colorspace, _ = _simplejpeg().decode_jpeg_header(_contents(contents))
+    except ValueError as e:
+        raise InvalidArgumentError(None, None, "Could not read image shape: not a valid JPEG") from e
+    depth = 1 if colorspace == "Gray" else 4 if colorspace in ("CMYK", "YCCK") else 3
     dtype = np.int64 if output_type == dtypes.DT_INT64 else np.int32
-    return np.array([image.size[1], image.size[0], depth], dtype)
+    return np.array([height, width, depth], dtype)
 
 
 # -- PNG ---------------------------------------------------------------------------------------
@@ -251,7 +306,7 @@ def decode_bmp(contents, *, channels=0):
 def decode_image(contents, *, channels=0, dtype=dtypes.DT_UINT8, expand_animations=True):
     data = _contents(contents)
     if data.startswith(_JPEG):
-        pixels = _jpeg(data, channels, 1)
+        pixels = _jpeg(data, channels, 1)  # TF's DecodeImage: default DCT, fancy upsampling
     elif data.startswith(_PNG):
         pixels = _png(data, channels, None)
         if dtype == dtypes.DT_UINT16 or (dtype == dtypes.DT_UINT8 and pixels.dtype == np.uint16):
@@ -290,6 +345,14 @@ def _image_arg(image, ranks=(3,)) -> np.ndarray:
     return image
 
 
+def _from_uint8(image: np.ndarray):
+    """A Pillow image of (h, w, 1|2|3|4) uint8 pixels: L, LA, RGB or RGBA."""
+    image = np.ascontiguousarray(image, dtype=np.uint8)
+    if image.shape[-1] == 2:
+        return _pil().merge("LA", [_pil().fromarray(np.ascontiguousarray(image[..., i])) for i in (0, 1)])
+    return _pil().fromarray(image[..., 0] if image.shape[-1] == 1 else image)
+
+
 @kernel("EncodePng")
 def encode_png(image, *, compression=-1):
     image = _image_arg(image)
@@ -299,11 +362,9 @@ def encode_png(image, *, compression=-1):
     if image.dtype == np.uint16:
         if channels != 1:
             raise UnimplementedError(None, None, "EncodePng: 16-bit PNGs with colour are not supported here")
-        pil = _pil().fromarray(image[..., 0].astype(np.uint16), "I;16")
+        pil = _pil().fromarray(np.ascontiguousarray(image[..., 0]))  # mode I;16
     else:
-        pil = _pil().fromarray(
-            image.reshape(image.shape[:2]) if channels == 1 else image, _GRAY_MODES[channels]
-        )
+        pil = _from_uint8(image)
     buffer = io.BytesIO()
     pil.save(buffer, "PNG", compress_level=6 if compression < 0 else int(compression))
     return np.array(buffer.getvalue(), dtype=object)
@@ -330,7 +391,7 @@ def encode_jpeg(
         raise InvalidArgumentError(
             None, None, f"image must have 1 or 3 channels, got {shape_str(image.shape)}"
         )
-    pil = _pil().fromarray(image.reshape(image.shape[:2]) if channels == 1 else image, mode)
+    pil = _from_uint8(image.astype(np.uint8, copy=False))
     buffer = io.BytesIO()
     pil.save(
         buffer,

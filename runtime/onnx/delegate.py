@@ -10,8 +10,8 @@ Steps, each a pure function of the one before except where the Session's variabl
    ``*Apply*``, in the graph or in a function it calls), every ``ReadVariableOp`` of a
    ``VarHandleOp`` and ``Identity`` of a ``VariableV2`` is frozen: its current value (after
    restore and init) becomes a constant of the clusters that read it; otherwise reads stay native;
-4. ``propose_clusters`` then ``fuse`` give a new GraphDef, imported as a new Graph sharing the
-   function library, with the collections carried over by name;
+4. ``propose_clusters`` then ``fuse`` give a new GraphDef, imported as a new Graph over a copy
+   of the function library (plus the delegated bodies), with the collections carried over by name;
 5. a ``ClusterRunner`` per cluster node; the Session runs the new graph from then on.
 
 The report (``DelegationReport``) is returned, kept on the Session and logged.
@@ -45,6 +45,8 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
 
     ``signatures``: what will be run, as (feed names, fetch names) pairs (see ``served_region``).
     """
+    if getattr(session, "delegation_report", None) is not None:
+        return session.delegation_report  # once per Session: the graph is already rewritten
     options = (options or DelegationOptions()).with_config(getattr(session, "_config", None))
     if not options.enabled:
         report = DelegationReport(enabled=False)
@@ -58,7 +60,7 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
         inline_calls(original.as_graph_def(), original.functions),
         original.functions,
         key,
-        options.min_compute_ops,
+        (options.min_cluster_ops, options.heavy_cluster_flops),
         _body_report(body_clusters, body_native),
     )
     inlined = Graph(functions=library)
@@ -70,7 +72,9 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
         frozen, note = freeze_variables(inlined, region, session.resources)
     fed = fed_producers(inlined, signatures)
     within = {op.name: key for op, key in needed.items() if op.name not in fed}
-    clusters = partition.propose_clusters(inlined, frozen, within, options.min_compute_ops)
+    clusters = partition.propose_clusters(
+        inlined, frozen, within, options.min_cluster_ops, options.heavy_cluster_flops
+    )
     fused = Graph(functions=library)
     fused.import_graph_def(partition.fuse(inlined, clusters, frozen))
     _copy_collections(original, fused)

@@ -30,7 +30,7 @@ def delegate_functions(
     graph_def: graph_pb2.GraphDef,
     library: Mapping[str, function_pb2.FunctionDef],
     key: str,
-    min_compute_ops: int = 1,
+    min_size: tuple[int, float] = (1, 0.0),
     on_clusters: Callable[[str, Graph, list[partition.Cluster]], None] | None = None,
 ) -> tuple[graph_pb2.GraphDef, dict[str, function_pb2.FunctionDef]]:
     """``graph_def`` with its loop/branch nodes pointed at delegated copies of their functions,
@@ -44,7 +44,7 @@ def delegate_functions(
             return renamed[name]
         renamed[name] = name  # a recursive reference sees the original
         try:
-            fdef = _delegated(library[name], new_library, rewrite, (key, min_compute_ops), on_clusters)
+            fdef = _delegated(library[name], new_library, rewrite, (key, min_size), on_clusters)
         except Exception as exc:  # noqa: BLE001 - a body we cannot partition runs as it is
             logger.info("function %s stays native: %s: %s", name, type(exc).__name__, exc)
             fdef = None
@@ -76,7 +76,7 @@ def _point_at(nodes, library: Mapping, rewrite: Callable[[str], str]) -> bool:
 
 
 def _delegated(fdef, new_library, rewrite, keyed, on_clusters) -> function_pb2.FunctionDef | None:
-    key, min_compute_ops = keyed
+    key, (min_cluster_ops, heavy_flops) = keyed
     if fdef.signature.attr:
         return None
     body = instantiate(fdef, {}, new_library)
@@ -84,12 +84,12 @@ def _delegated(fdef, new_library, rewrite, keyed, on_clusters) -> function_pb2.F
     nested = _point_at(body_def.node, new_library, rewrite)
     graph = Graph(functions=new_library)
     graph.import_graph_def(body_def)
-    clusters = partition.propose_clusters(graph, min_compute_ops=min_compute_ops)
+    clusters = partition.propose_clusters(graph, min_cluster_ops=min_cluster_ops, heavy_flops=heavy_flops)
+    if on_clusters is not None:
+        on_clusters(fdef.signature.name, graph, clusters)
     if not clusters and not nested:
         return None
     fused = partition.fuse(graph, clusters) if clusters else body_def
-    if on_clusters is not None:
-        on_clusters(fdef.signature.name, graph, clusters)
     new = function_pb2.FunctionDef()
     new.signature.CopyFrom(fdef.signature)
     new.signature.name = fdef.signature.name + SUFFIX

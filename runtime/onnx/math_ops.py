@@ -206,22 +206,23 @@ def einsum(node: TFNode, b: Builder) -> str:
 def _reduce(node: TFNode, b: Builder) -> str:
     x, axes = node.inputs
     keep = int(bool(node.attr("keep_dims", False)))
-    axes_value = np.asarray(node.const_required(1), np.int64).reshape(-1)
-    rank = b.rank(x)
-    out_rank = None if rank is None else (rank if keep else rank - len(set(axes_value.tolist())))
-    if axes_value.size == 0:
-        out_rank = rank
-    return b.op(
-        _REDUCE[node.type],
-        [x, b.int64s(axes_value, "axes")],
-        keepdims=keep,
-        noop_with_empty_axes=1,
-        rank=out_rank,
-    )
+    rank, const = b.rank(x), node.const(1)
+    if const is None:  # axes computed in the graph (e.g. Range(Rank(x))): ONNX takes them as input
+        axes_input, out_rank = (
+            b.op("Reshape", [b.cast(axes, TensorProto.INT64), b.int64s([-1])], rank=1),
+            None,
+        )
+        out_rank = rank if keep else None
+    else:
+        axes_value = np.asarray(const, np.int64).reshape(-1)
+        axes_input = b.int64s(axes_value, "axes")
+        count = len(set(axes_value.tolist()))
+        out_rank = None if rank is None else (rank if keep or count == 0 else rank - count)
+    return b.op(_REDUCE[node.type], [x, axes_input], keepdims=keep, noop_with_empty_axes=1, rank=out_rank)
 
 
 for _op in _REDUCE:
-    converter(_op, const_inputs=(1,), dtypes=NUMBERS)(_reduce)
+    converter(_op, dtypes=NUMBERS)(_reduce)
 
 
 @converter("ArgMax", "ArgMin", const_inputs=(1,), dtypes=NUMBERS)

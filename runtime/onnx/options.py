@@ -46,7 +46,8 @@ class DelegationOptions:
     rtol: float = 1e-4
     atol: float = 1e-5
     freeze_variables: bool = True  # variable reads become initializers when nothing writes them
-    min_compute_ops: int = 4  # smaller clusters without a matmul/conv stay native (call overhead)
+    min_cluster_ops: int = 6  # smaller clusters stay native: a call costs ~ a few interpreter steps
+    heavy_cluster_flops: float = 1e5  # ... unless a matmul/conv makes it this big at batch 1
 
     def __post_init__(self):
         if self.graph_optimization_level not in _LEVELS:

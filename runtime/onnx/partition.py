@@ -134,7 +134,8 @@ def propose_clusters(
     graph: Graph,
     frozen: Mapping[str, object] | None = None,
     within: Mapping[str, Hashable] | None = None,
-    min_compute_ops: int = 1,
+    min_cluster_ops: int = 1,
+    heavy_flops: float = 0.0,
 ) -> list[Cluster]:
     """Maximal acyclic clusters of supported ops (see the module docstring), deterministic.
 
@@ -143,8 +144,9 @@ def propose_clusters(
     signature never needs another's inputs -- except that an op needed by fewer signatures joins
     a cluster it reads only from (running the others computes it too, but needs nothing more;
     keys must then be frozensets). A cluster is kept when it holds a matrix product or
-    convolution, or at least ``min_compute_ops`` ops that are not data movement (an onnxruntime
-    call costs some microseconds: a few scalar ops are cheaper in numpy).
+    convolution of at least ``heavy_flops`` (estimated at batch 1), or at least ``min_cluster_ops``
+    ops with one that computes: an onnxruntime call costs about as much as a few interpreter steps,
+    so a smaller cluster runs faster natively.
     """
     frozen = frozen or {}
     group = (lambda name: None) if within is None else within.get
@@ -191,10 +193,15 @@ def propose_clusters(
     for names in sorted(members.values(), key=lambda s: min(index[n] for n in s)):
         types = [graph.get_operation_by_name(n).type for n in names]
         compute = sum(t not in DATA_MOVEMENT for t in types)
-        if compute and (compute >= min_compute_ops or HEAVY.intersection(types)):
+        heavy = HEAVY.intersection(types) and _flops(graph, names) >= heavy_flops
+        if compute and (len(types) >= min_cluster_ops or heavy):
             nodes = tuple(sorted(names, key=index.__getitem__))
             clusters.append(Cluster(f"ort_cluster_{len(clusters)}", nodes))
     return clusters
+
+
+def _flops(graph: Graph, names) -> float:
+    return sum(estimate_flops(graph.get_operation_by_name(n)) for n in names)
 
 
 def _narrower(key: Hashable, cluster_key: Hashable) -> bool:

@@ -42,16 +42,9 @@ def estimate_flops(op: Operation) -> float:
         return 0.0
     out = op.outputs[0].shape
     functions = _called_functions(op)
-    if functions:
-        library = op.graph.functions
-        count = sum(
-            1
-            for f in functions
-            for n in library[f].node_def
-            if n.op in CONVERTERS and n.op not in DATA_MOVEMENT
-        )
-        return 2.0 * count * _elements(out)
-    if op.type not in CONVERTERS and op.type not in _NATIVE_ARITHMETIC:
+    if functions:  # its bodies' own native arithmetic, once each (iteration counts are unknown)
+        return sum(_function_flops(op.graph.functions, f) for f in functions)
+    if op.type not in CONVERTERS and op.type not in _NATIVE_ARITHMETIC and not _arithmetic_kernel(op.type):
         return 0.0
     if op.type in ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
         a = op.inputs[0].shape
@@ -72,6 +65,47 @@ def estimate_flops(op: Operation) -> float:
 _NATIVE_ARITHMETIC = frozenset(
     {"SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN", "SparseMatMul"}
 )
+
+
+_ARITHMETIC_FAMILIES = frozenset(
+    f"runtime.kernels.{m}"
+    for m in (
+        "math_ops",
+        "nn_ops",
+        "conv_ops",
+        "reduction_ops",
+        "special_math_ops",
+        "linalg_ops",
+        "image_ops",
+    )
+)
+
+
+def _arithmetic_kernel(op_type: str) -> bool:
+    """Whether the op's numpy kernel lives in an arithmetic family file (math, nn, conv, ...)."""
+    from runtime.kernels import lookup
+
+    definition = lookup(op_type)
+    return definition is not None and definition.fn.__module__ in _ARITHMETIC_FAMILIES
+
+
+def _function_flops(library, name: str, depth: int = 0) -> float:
+    from runtime.function import instantiate
+
+    if depth > 4:
+        return 0.0
+    try:
+        body = instantiate(library[name], {}, library)
+    except Exception:  # noqa: BLE001 - a polymorphic body: no estimate
+        return 0.0
+    stack = [t.op for t in body.rets] + list(body.control_rets)
+    seen = set(stack)
+    while stack:  # only what runs: a fused body keeps its clusters' members, unreachable
+        for pred in [t.op for t in stack.pop().inputs]:
+            if pred not in seen:
+                seen.add(pred)
+                stack.append(pred)
+    return sum(estimate_flops(op) for op in seen)
 
 
 def _called_functions(op: Operation) -> list[str]:

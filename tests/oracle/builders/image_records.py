@@ -21,6 +21,7 @@ raised, ``"error": {"class", "message"}``. Attr values are JSON; a dtype is ``{"
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import struct
@@ -110,6 +111,58 @@ def gif(frames: list[np.ndarray], palette: list[tuple[int, int, int]]) -> bytes:
     return b"".join(out)
 
 
+# WebP test images, made with Pillow (libwebp 1.6) in the main venv: TF 2.21 decodes WebP but has
+# no WebP encoder. 10x12 pixels: lossless RGB, lossless RGBA, lossy RGB, two lossless frames.
+WEBP_BASE64 = {
+    "webp_lossless_rgb": (
+        "UklGRu4BAABXRUJQVlA4TOEBAAAvC0ACAL/jOLJt0zrP9nvfxtDh/1Q4s31903Ac23bafJmZ2Ttnlw6ySilpIFUz"
+        "syTjt9wGAIAkdHc3HGA+4LM+4DO5093Yzn8MtofMlkhA4QmmdZCKYFHd5NkwdqFVVRC0kuGM4G9Y0gIiTJlOKlP+"
+        "qNITGEIjzVz+cZICm/KWGzvxxNsHecf4/ROZvn764uWKDvBFF7D3TLnTHxtFMFIUndHUTSrsWZTmdwgdEa2OQamq"
+        "az54CeIu8UxC6k5nvrqwEaa6H7p4+tCZQll3fNi1H/B9uXoPXSvnaTBj9+OtKJIUXO3LsAEGoMAUOcBBp9b3z0Hu"
+        "ipIdPfHl5n2BplDjL7380P8OY/xbAugyAPR+Rn3Tuyegw9Nd3Inb3W98QdpP/MnNUwWxKWUVIzpB7Ssgv1B/bVhs"
+        "EE/pA7edn/a2BZHaB0T/Q+s/kEG2EL3jN6EujmSA59mfCTo30KgRdeiJ2oPcT+eozuAwAACiVZWbbdu2bdu2jYj+"
+        "B6dUqdWbnW5PT7pGc6lVo9pq93XY3ZXPpIvl2WCohsCCxxdf8PiCsUKlddiCMSZbLJXI5CO7hUpbf35/kXAyNZDf"
+        "5/1u+2Vxl3OccHsdjhs6I5JIauDH83ShhEMBf1YJICjRaDJbnW4vAA=="
+    ),
+    "webp_lossless_rgba": (
+        "UklGRmYCAABXRUJQVlA4TFoCAAAvC0ACEL/jMLZt07nfVmz2kNbTjG0nz2jDbWzbqnLlO+7uZEQURIX0whBRgbvL"
+        "cze2bavJs58Ed9dSh8x0qBhAVmrc3Xn/Q4EAgGA027a9VbN5e6Nbyf/V/m7b32wj2baZfHGaj7cxXBuNrX26OWnV"
+        "uBOFgZKdFFw5YOaf/t74Nt/DR1ZVEBSVZkkz7MZfE1wb39zHopUC6E0CUkeZ6a8Idsn6M/R0kV4dIwNSXzoJbNvj"
+        "e6cm9Cys/gHsbwBa+tGHUfk+WXHw1UI/Onn6LkjFmXmURH7PVMVWmOz7D6LJzWVHp3PuGsXsXY2FcWK9jOlbeHyz"
+        "ezDT8i69/aVGxdADFxzMypzB+YbBZubvtt2H8ns/v/3gekMyo8jPSQ8vWEj7n/9GVi2gXYxd7M7hDH+XxpCd5ssb"
+        "+790PJ8p26r81zqpsLTp4zD88hl6Yga9d+I0/ovGNlLRXZ4a2G6Cy6yQL+LAQsFPt4RcpSm6i0rYPd5y/8BY57tc"
+        "2OW7d6yqjhGkzosexT/9AV1FKbaWclfWVqwCtd2eg4rnfCV0aTBcqtls/amu4VKgN4WNRuMlGZ8e+ZO7fWdarSh8"
+        "xYeLfF9dxe0on4lUoUvxZj8YS8XX6r7nU//sbuuRLe9O/+dTlVfBYQAARKsqN9u2bdu2bRsR/Q8NkUylM1hsTrGQ"
+        "sUPYj0Zh/rmzydgdAHEC6c3jL9aroNcPf1UKuVh0mMfCFptee7qcJUdBNFE11R+3q1T2fJWS6V6r2bjrlOrPNJcd"
+        "tDs1o8GBoMvNaNjtp8xWpwsQ7re7fLkSj4Q8Pg=="
+    ),
+    "webp_lossy_rgb": (
+        "UklGRogAAABXRUJQVlA4IHwAAACwAgCdASoMAAoAAUAmJbACdDiABydX3SncuhqJfAAA/vVU+nNN/IPsbR/2kh/s"
+        "j6iX0sHHgNWSBfwTo45NAXqs8GIYaHzgNQ3OXhTBIxaxXZ7+6RyyuGKj80vNXH+Z2djf33MmPOyB1dyaO3o/Jm0G"
+        "v/3YxiEzbTsaAAAA"
+    ),
+    "webp_animated": (
+        "UklGRiAEAABXRUJQVlA4WAoAAAACAAAACwAACQAAQU5JTQYAAAAAAAAAAABBTk1G9gEAAAAAAAAAAAsAAAkAAGQA"
+        "AAJWUDhM3QEAAC8LQAIAvwNFAADSzrdt2/Zs2/bWzGgrsbG9I6zZthlt+xqO2kYS5GjcPTP3WgIHRwAAAlG2rQe0"
+        "2rY5tfkDjW6q42gbr7Bt27Y5/xHyLwn5gait2HkY4u6JMDzOD5ppABff02f5BKGG5MM9n9MPe21a5kVRQ/5EjL4b"
+        "5qVQtADWgWYcAnSK0KZcaPTp0xrIcvyPnKBjI7fF9+QdzQ9jMuDcHvbFnIQ0WFQ4awqOJyQ6gz5VLjxDO5FZkXEH"
+        "4OLqlMEKbFXAMJFQHcKFJZuXN7PAffMuzrt2vy70HyPXuoVXr1ilqgpkliCiqvfCPyEEJL0ZuSqUAutCBqQWrUFM"
+        "PzjgQk5SuWGQeLAVJcSlKub9rsvXoy8jSA7UxuRNG/wwNI/A6XwCbLnzwff+iR4JeFDnc4a4MEs+XO+VtAzQ4VTe"
+        "NV7t22TlbRzoURx+aCH3zhmIbQxP6CT3krx/s0Ng30c/3wk4DACAaFXlZtu2bdu2bSOi/xFeX/+/9/d1bipZ/uHy"
+        "/nk8b8eGW5gv71eby2k2LgSCg06qOy3Wqq1RpZRL6mUSrlojdznnWRWThjJwoiG22GUUAgqMQFRxpL2NavkEEMA4"
+        "Int/kvDy6CQyWyd1eA49q8VsDPlspni6DgBBTk1G9gEAAAAAAAAAAAsAAAkAAGQAAABWUDhM3QEAAC8LQAIAvwNF"
+        "AADSzrdt2/Zs2/bWzGgrsbG9I6zZthlt+xqO2kYS5GjcPTP3WgQHRwAAAlG2rQe02rY5tfkDjXWabNt+hW3bts35"
+        "j/B/+Z/vhH0fzQ6BvH+Se+kJ3TaGMxAh987hhwZ6FN7GbbLyal/lXYMOJy2D672y5ANxYc7nDDyo6JHwvX/ufABs"
+        "OZ1PzSOAH4a8aUNtDCSHvozy9Xi/61TFJMSFLQcknnLDQk4SB1xMP6I1AFLrQlYKLFchvRkISP4J1XuBiEpmSVXZ"
+        "ihUJr55r3fqP0a8L3rXzLg7ct7yZlWxeuLBQHYaJrApgBdYpHS4u4w7ILAfaiQvP+lSJzuB4QtZko8JJgzUn4WFf"
+        "gHMzJnM0P74ny8htIejY/8hBluPTmkafplxQhCZA14wD1gFFC8xLMfpu/IkoakjLvMBeG5/T78M91JAsnyDf0wfg"
+        "QjPtcX6IMIi7t/Mw1FZAfiBwGAAA0arKzbZt27Zt20ZE/yPCIQEgAqEUXW+bkPEIMI4RafrMzGFhcNlkqlBij8fk"
+        "aq9KZDOatFKz1elrDMerTnuQzQlc3d3xtX/c6kE+092fnz/v72kS1rBCrcX993+upwWF2J9aHq6XTXOUT9OVpXKl"
+        "Fk0WqwGPAQA="
+    ),
+}
+
+
 def _images() -> dict[str, bytes]:
     rgb, gray = _picture(37, 45, 3, 1), _picture(29, 23, 1, 2)
     rgba = np.concatenate([_picture(21, 26, 3, 3), _picture(21, 26, 1, 4)], -1)
@@ -136,6 +189,7 @@ def _images() -> dict[str, bytes]:
         "top_down_bmp": bmp(_picture(6, 5, 3, 10), top_down=True),
         "gif_1": gif([indices], palette),
         "gif_2": gif([indices, (indices + 1) % 5], palette),
+        **{name: base64.b64decode(text) for name, text in WEBP_BASE64.items()},
     }
 
 
@@ -157,14 +211,23 @@ def _records(images: dict[str, bytes]) -> list[tuple[str, str, list, dict, float
                     0,
                 )
             )
-        out.append((f"jpeg_{name}_default_dct", "DecodeJpeg", [s[name]], {}, 8))
+        out.append((f"jpeg_{name}_default_dct", "DecodeJpeg", [s[name]], {}, 0))
+        out.append((f"jpeg_{name}_fast_upsampling", "DecodeJpeg", [s[name]], {"fancy_upscaling": False}, 0))
         out.append((f"jpeg_shape_{name}", "ExtractJpegShape", [s[name]], {}, 0))
     for ratio in (2, 4, 8):
         attrs = {"ratio": ratio, "dct_method": "INTEGER_ACCURATE"}
         out.append((f"jpeg_ratio_{ratio}", "DecodeJpeg", [s["rgb_q90"]], attrs, 0))
+    for window in ([3, 5, 20, 17], [0, 0, 37, 45], [11, 30, 26, 15], [30, 40, 10, 10]):
+        attrs = {"channels": 3, "dct_method": "INTEGER_ACCURATE"}
+        crop = np.array(window, np.int32)
+        name = f"jpeg_crop_{'_'.join(map(str, window))}"
+        # TF decodes only the window: chroma upsampled at its right edge may be a few levels off ours.
+        out.append((name, "DecodeAndCropJpeg", [s["rgb_q90"], crop], attrs, 8))
     out.append(
         ("jpeg_shape_int64", "ExtractJpegShape", [s["rgb_q90"]], {"output_type": {"dtype": "int64"}}, 0)
     )
+    truncated = np.array(images["rgb_q90"][: len(images["rgb_q90"]) // 2], object)
+    out.append(("jpeg_truncated", "DecodeJpeg", [truncated], {}, 0))
     out.append(("jpeg_garbage", "DecodeJpeg", [np.array(b"\xff\xd8\xffgarbage", object)], {}, 0))
     for name in ("rgb_png", "rgba_png", "gray_png", "palette_png", "palette_trns_png"):
         for channels in (0, 1, 2, 3, 4):
@@ -180,8 +243,14 @@ def _records(images: dict[str, bytes]) -> list[tuple[str, str, list, dict, float
     for name in ("rgb_q90", "rgb_png", "rgb_bmp", "gif_2", "gray16_png"):
         for dtype in ("uint8", "uint16", "float32"):
             attrs = {"channels": 3, "dtype": {"dtype": dtype}, "expand_animations": name != "gif_2"}
-            atol = {"uint8": 8, "uint16": 8 * 257, "float32": 8 / 255}[dtype] if name == "rgb_q90" else 1e-7
+            atol = 1e-7 if dtype == "float32" else 0
             out.append((f"image_{name}_{dtype}", "DecodeImage", [s[name]], attrs, atol))
+    for name in WEBP_BASE64:
+        for channels in (0, 3, 4):
+            out.append((f"webp_{name}_c{channels}", "DecodeWebP", [s[name]], {"channels": channels}, 0))
+        for expand in (True, False):
+            attrs = {"channels": 3, "expand_animations": expand}
+            out.append((f"image_{name}_expand_{expand}", "DecodeImage", [s[name]], attrs, 0))
     out.append(("image_unknown", "DecodeImage", [np.array(b"not an image", object)], {}, 0))
     pictures = {"rgb": _picture(11, 14, 3, 11), "gray": _picture(8, 5, 1, 12), "rgba": _picture(6, 7, 4, 13)}
     for name, picture in pictures.items():
@@ -192,7 +261,8 @@ def _records(images: dict[str, bytes]) -> list[tuple[str, str, list, dict, float
 
 
 def _pixel_records() -> list[tuple[str, str, list, dict, float]]:
-    """Resize and colour ops on decoded-looking images (uint8 and [0, 1] floats)."""
+    """Resize and colour ops on decoded-looking images (uint8 and [0, 1] floats). Tolerances are a
+    few float32 ulps of the outputs (values up to 255 for uint8 inputs)."""
     u8 = _picture(13, 17, 3, 20)[None]
     f32 = (u8.astype(np.float32) / 255.0).astype(np.float32)
     size = np.array([21, 9], np.int32)
@@ -200,9 +270,9 @@ def _pixel_records() -> list[tuple[str, str, list, dict, float]]:
     for flags in ({}, {"half_pixel_centers": True}, {"align_corners": True}):
         key = "_".join(flags) or "legacy"
         for op in ("ResizeBicubic", "ResizeBilinear", "ResizeNearestNeighbor"):
-            out.append((f"{op}_{key}_u8", op, [u8, size], flags, 2e-4))
+            out.append((f"{op}_{key}_u8", op, [u8, size], flags, 5e-4))
             out.append((f"{op}_{key}_f32", op, [f32, size], flags, 2e-6))
-    out.append(("ResizeArea_u8", "ResizeArea", [u8, size], {}, 2e-4))
+    out.append(("ResizeArea_u8", "ResizeArea", [u8, size], {}, 5e-4))
     out.append(("ResizeArea_align_f32", "ResizeArea", [f32, size], {"align_corners": True}, 2e-6))
     scale, translation = np.array([1.6, 0.55], np.float32), np.array([0.5, -1.0], np.float32)
     for kernel_type in ("lanczos3", "keyscubic", "triangle", "gaussian", "box", "mitchellcubic"):
@@ -214,7 +284,7 @@ def _pixel_records() -> list[tuple[str, str, list, dict, float]]:
                     "ScaleAndTranslate",
                     [f32, size, scale, translation],
                     attrs,
-                    2e-5,
+                    1e-6,
                 )
             )
     out.append(("RGBToHSV", "RGBToHSV", [f32[0]], {}, 1e-6))
@@ -227,7 +297,7 @@ def _pixel_records() -> list[tuple[str, str, list, dict, float]]:
     box_ind, crop = np.array([0, 0, 0], np.int32), np.array([7, 5], np.int32)
     for method in ("bilinear", "nearest"):
         out.append(
-            (f"CropAndResize_{method}", "CropAndResize", [u8, boxes, box_ind, crop], {"method": method}, 2e-4)
+            (f"CropAndResize_{method}", "CropAndResize", [u8, boxes, box_ind, crop], {"method": method}, 5e-4)
         )
     r = rng(21)
     corners = r.uniform(0, 1, size=(40, 2)).astype(np.float32)
@@ -342,6 +412,5 @@ def image_models(export_dir: str) -> list[Case]:
     return [
         Case("jpeg", {"images": jpegs}, atol=1e-5),
         Case("png", {"images": pngs}, atol=1e-5),
-        # TF's default DCT (INTEGER_FAST) is not Pillow's: a pixel level or a few apart.
-        Case("serving_default", {"images": mixed}, atol=0.05),
+        Case("serving_default", {"images": mixed}, atol=1e-5),
     ]

@@ -14,7 +14,7 @@ from tests.runtime.onnx.test_partition import mlp
 
 def _first_cluster_providers(options: DelegationOptions) -> tuple[list[str], np.ndarray]:
     session = Session(graph=mlp())
-    session.delegate(dataclasses.replace(options, min_compute_ops=1))
+    session.delegate(dataclasses.replace(options, min_cluster_ops=1))
     x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     result = session.run("tanh:0", {"x:0": x})
     with Session(graph=mlp()) as native:

@@ -157,7 +157,7 @@ def test_inline_calls_keeps_call_names():
 
 
 def delegated_session(g: Graph, **options) -> Session:
-    options.setdefault("min_compute_ops", 1)
+    options.setdefault("min_cluster_ops", 1)
     session = Session(graph=g)
     session.delegate(DelegationOptions(**options))
     return session
@@ -215,3 +215,19 @@ def test_delegation_off_keeps_every_op_native():
 def test_bad_option_is_refused():
     with pytest.raises(ValueError):
         DelegationOptions(graph_optimization_level="fastest")
+
+
+def test_report_says_what_was_delegated_and_why_the_rest_was_not():
+    session = delegated_session(mlp())
+    report = session.delegation_report
+    assert [c.ops for c in report.clusters] == [("mm", "relu"), ("add", "tanh")]
+    assert report.native == {"native": ("Atan", "no ONNX converter")}
+    assert 0 < report.flops_share < 1 and report.delegated_ops == 4
+    text = report.summary()
+    assert "2 clusters, 4 ops" in text and "native: Atan x1: no ONNX converter" in text
+
+
+def test_delegate_once_per_session():
+    session = delegated_session(mlp())
+    graph = session.graph
+    assert session.delegate() is session.delegation_report and session.graph is graph

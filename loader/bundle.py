@@ -21,6 +21,7 @@ A bundle owns its Session; ``close()`` releases it.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import os
@@ -68,7 +69,7 @@ class SavedModelBundle:
         """Raises the signature's UnimplementedError if it was found unable to run at load."""
         error = self.unavailable_signatures.get(signature_key)
         if error is not None:
-            raise error
+            raise copy.copy(error)  # fresh per call: a shared instance would pile up tracebacks
 
     def close(self) -> None:
         close = getattr(self.session, "close", None)

@@ -115,9 +115,7 @@ class Session:
             if (options is not None or run_metadata is not None) and not accept_options:
                 raise TypeError("options and run_metadata need accept_options=True")
             self._check_open()
-            values = [
-                _feed_value(t, v, self._check_feed_shapes) for t, v in zip(feed_tensors, feed_args)
-            ]
+            values = [_feed_value(t, v, self._check_feed_shapes) for t, v in zip(feed_tensors, feed_args)]
             return mapper.build(
                 self._run(feed_tensors, values, mapper.tensors, mapper.operations, options, run_metadata)
             )

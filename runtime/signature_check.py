@@ -42,6 +42,11 @@ class UnavailableSignatureError(errors.UnimplementedError):
         self.what = what
         self.counts = counts
 
+    def __reduce__(self):
+        # copy.copy() and pickle rebuild it from (what, counts): each request raises a fresh copy,
+        # since re-raising one shared instance would grow its traceback without bound.
+        return type(self), (self.what, self.counts)
+
 
 def has_kernel(op_type: str) -> bool:
     """Whether the numpy registry runs ``op_type``: forbidden ops never, whatever is registered."""

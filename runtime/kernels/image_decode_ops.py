@@ -1,9 +1,9 @@
-"""Image codecs: DecodeJpeg, DecodeAndCropJpeg, DecodePng, DecodeGif, DecodeBmp, DecodeImage, EncodeJpeg, EncodePng,
+"""Image codecs: DecodeJpeg, DecodeAndCropJpeg, DecodePng, DecodeWebP, DecodeGif, DecodeBmp, DecodeImage, EncodeJpeg, EncodePng,
 ExtractJpegShape.
 
 JPEG goes through simplejpeg (``simplejpeg>=1.7``: libjpeg-turbo, TF's own JPEG library, with its
 DCT method and chroma upsampling selectable, so pixels equal TF's for every ``dct_method`` and
-``fancy_upscaling``); PNG and GIF, and both encoders, through Pillow (``pillow>=10``). BMP is the
+``fancy_upscaling``); PNG, GIF and WebP, and both encoders, through Pillow (``pillow>=10``). BMP is the
 small uncompressed format TF's own decoder reads, parsed here directly so that 32-bit alpha and
 top-down rows come out as TF's do. Where results can differ from TF (listed in OPS.md, "Known
 deviations"):
@@ -36,8 +36,10 @@ DEVIATIONS = {
     "DecodeAndCropJpeg": "as DecodeJpeg, and the image is decoded whole, then cropped: TF decodes"
     " only the window, so with chroma subsampling the window's last column can differ by a few"
     " levels (up to 7 in the oracle records); every other pixel is exact.",
-    "DecodeImage": "as DecodeJpeg, DecodePng, DecodeGif and DecodeBmp; WebP and JPEG XL (TF 2.21)"
-    " are not decoded here.",
+    "DecodeImage": "as DecodeJpeg, DecodePng, DecodeGif, DecodeBmp and DecodeWebP; JPEG XL (TF 2.21)"
+    " is not decoded here.",
+    "DecodeWebP": "decoded by Pillow's libwebp: lossless and lossy still images equal TF's; animated"
+    " WebPs are composed by Pillow (TF 2.21 itself crashes on some).",
     "DecodePng": "16-bit colour (RGB/RGBA) PNGs come out of Pillow at 8 bits: with `dtype=uint16` the"
     " low byte differs from TF's (16-bit grey and every 8-bit PNG are exact).",
     "DecodeGif": "frames are composed by Pillow (disposal, transparency): equal to TF's for full-frame"
@@ -260,6 +262,33 @@ def decode_gif(contents):
     return _gif(_contents(contents))
 
 
+# -- WebP --------------------------------------------------------------------------------------
+
+
+def _webp(data: bytes, channels: int) -> np.ndarray:
+    """(frames, h, w, c) as TF 2.21's DecodeWebP: c is 4 with alpha, else 3; channels must agree."""
+    _check_channels(channels, (0, 3, 4))
+    image = _open(data, "WebP")
+    if image.format != "WEBP":
+        raise InvalidArgumentError(None, None, f"Invalid WebP data (size {len(data)})")
+    frames = getattr(image, "n_frames", 1)
+    depth = 4 if frames > 1 or image.mode == "RGBA" else 3
+    if frames > 1 and channels == 3:
+        raise InvalidArgumentError(None, None, "WebP Animation must be 4 channel RGBA")
+    if channels and channels != depth:
+        raise InvalidArgumentError(None, None, "Number of channels requested does not match input")
+    pixels = []
+    for index in range(frames):
+        image.seek(index)
+        pixels.append(np.asarray(image.convert("RGBA" if depth == 4 else "RGB"), np.uint8))
+    return np.stack(pixels)
+
+
+@kernel("DecodeWebP")
+def decode_webp(contents, *, channels=0, dtype=dtypes.DT_UINT8):
+    return _webp(_contents(contents), channels)
+
+
 # -- BMP ---------------------------------------------------------------------------------------
 
 
@@ -318,6 +347,10 @@ def decode_image(contents, *, channels=0, dtype=dtypes.DT_UINT8, expand_animatio
             pixels = pixels[0]
     elif data.startswith(_BMP):
         pixels = _bmp(data, channels)
+    elif data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        pixels = _webp(data, channels)
+        if not expand_animations:
+            pixels = pixels[0]
     else:
         raise InvalidArgumentError(
             None, None, "Unknown image file format. One of JPEG, JPEG XL, PNG, GIF, BMP, WebP required."

@@ -8,8 +8,9 @@
   acyclic (no path leaves the union and comes back), so the result is deterministic and each
   cluster can run as one node. Constants and frozen variable reads are not members: each cluster
   gets its own copy of those it reads. Nodes of TF1 control flow (reachable from a ``Switch`` or
-  ``Enter``) and nodes in cycles stay native. A cluster of only data-movement ops stays native
-  (an onnxruntime call costs more than it saves).
+  ``Enter``) and nodes in cycles stay native. A cluster too small to pay for an onnxruntime call
+  (only data movement, or fewer ops than ``min_cluster_ops`` and no big matmul/conv) stays native.
+  With signature groups, a cluster never mixes ops of different signature sets.
 - ``fuse(graph, clusters, frozen)`` returns a NEW GraphDef: each cluster becomes one
   ``_OrtCluster`` node carrying a self-contained GraphDef of its ops (``Placeholder`` inputs,
   ``Const`` copies, frozen variables as ``Const``), and each member whose outputs are read outside

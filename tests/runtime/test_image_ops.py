@@ -2,7 +2,7 @@
 
 ``tests/oracle/builders/image_records.py`` ran every record through ``tf.raw_ops`` and exported a
 decode -> resize -> conv model. Decoding is exact (JPEG with every DCT method and upsampling,
-PNG, BMP, GIF), but for the documented deviations (OPS.md): 16-bit colour PNGs (high byte exact)
+PNG, BMP, GIF, WebP), but for the documented deviations (OPS.md): 16-bit colour PNGs (high byte exact)
 and DecodeAndCropJpeg (the window's last column). Encoders are judged by what their bytes decode to.
 """
 
@@ -106,16 +106,8 @@ def _check_encoded(entry: dict, ours: np.ndarray, tf_bytes: np.ndarray) -> None:
 
 def test_records_cover_every_codec_op():
     ops = {entry["op"] for entry in _records().values()}
-    codec_ops = {
-        "DecodeJpeg",
-        "DecodePng",
-        "DecodeGif",
-        "DecodeBmp",
-        "DecodeImage",
-        "EncodePng",
-        "EncodeJpeg",
-    }
-    assert codec_ops | {"ExtractJpegShape"} <= ops
+    decoders = {"DecodeJpeg", "DecodeAndCropJpeg", "DecodePng", "DecodeGif", "DecodeBmp", "DecodeWebP"}
+    assert decoders | {"DecodeImage", "EncodePng", "EncodeJpeg", "ExtractJpegShape"} <= ops
 
 
 def test_saved_model_decodes_resizes_and_convolves_as_tensorflow():

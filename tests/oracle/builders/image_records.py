@@ -112,7 +112,8 @@ def gif(frames: list[np.ndarray], palette: list[tuple[int, int, int]]) -> bytes:
 
 
 # WebP test images, made with Pillow (libwebp 1.6) in the main venv: TF 2.21 decodes WebP but has
-# no WebP encoder. 10x12 pixels: lossless RGB, lossless RGBA, lossy RGB, two lossless frames.
+# no WebP encoder. 10x12 pixels: lossless RGB, lossless RGBA, lossy RGB.
+# (TF 2.21 crashes decoding Pillow's animated WebP with channels=0: no animated record.)
 WEBP_BASE64 = {
     "webp_lossless_rgb": (
         "UklGRu4BAABXRUJQVlA4TOEBAAAvC0ACAL/jOLJt0zrP9nvfxtDh/1Q4s31903Ac23bafJmZ2Ttnlw6ySilpIFUz"
@@ -140,25 +141,6 @@ WEBP_BASE64 = {
         "UklGRogAAABXRUJQVlA4IHwAAACwAgCdASoMAAoAAUAmJbACdDiABydX3SncuhqJfAAA/vVU+nNN/IPsbR/2kh/s"
         "j6iX0sHHgNWSBfwTo45NAXqs8GIYaHzgNQ3OXhTBIxaxXZ7+6RyyuGKj80vNXH+Z2djf33MmPOyB1dyaO3o/Jm0G"
         "v/3YxiEzbTsaAAAA"
-    ),
-    "webp_animated": (
-        "UklGRiAEAABXRUJQVlA4WAoAAAACAAAACwAACQAAQU5JTQYAAAAAAAAAAABBTk1G9gEAAAAAAAAAAAsAAAkAAGQA"
-        "AAJWUDhM3QEAAC8LQAIAvwNFAADSzrdt2/Zs2/bWzGgrsbG9I6zZthlt+xqO2kYS5GjcPTP3WgIHRwAAAlG2rQe0"
-        "2rY5tfkDjW6q42gbr7Bt27Y5/xHyLwn5gait2HkY4u6JMDzOD5ppABff02f5BKGG5MM9n9MPe21a5kVRQ/5EjL4b"
-        "5qVQtADWgWYcAnSK0KZcaPTp0xrIcvyPnKBjI7fF9+QdzQ9jMuDcHvbFnIQ0WFQ4awqOJyQ6gz5VLjxDO5FZkXEH"
-        "4OLqlMEKbFXAMJFQHcKFJZuXN7PAffMuzrt2vy70HyPXuoVXr1ilqgpkliCiqvfCPyEEJL0ZuSqUAutCBqQWrUFM"
-        "PzjgQk5SuWGQeLAVJcSlKub9rsvXoy8jSA7UxuRNG/wwNI/A6XwCbLnzwff+iR4JeFDnc4a4MEs+XO+VtAzQ4VTe"
-        "NV7t22TlbRzoURx+aCH3zhmIbQxP6CT3krx/s0Ng30c/3wk4DACAaFXlZtu2bdu2bSOi/xFeX/+/9/d1bipZ/uHy"
-        "/nk8b8eGW5gv71eby2k2LgSCg06qOy3Wqq1RpZRL6mUSrlojdznnWRWThjJwoiG22GUUAgqMQFRxpL2NavkEEMA4"
-        "Int/kvDy6CQyWyd1eA49q8VsDPlspni6DgBBTk1G9gEAAAAAAAAAAAsAAAkAAGQAAABWUDhM3QEAAC8LQAIAvwNF"
-        "AADSzrdt2/Zs2/bWzGgrsbG9I6zZthlt+xqO2kYS5GjcPTP3WgQHRwAAAlG2rQe02rY5tfkDjXWabNt+hW3bts35"
-        "j/B/+Z/vhH0fzQ6BvH+Se+kJ3TaGMxAh987hhwZ6FN7GbbLyal/lXYMOJy2D672y5ANxYc7nDDyo6JHwvX/ufABs"
-        "OZ1PzSOAH4a8aUNtDCSHvozy9Xi/61TFJMSFLQcknnLDQk4SB1xMP6I1AFLrQlYKLFchvRkISP4J1XuBiEpmSVXZ"
-        "ihUJr55r3fqP0a8L3rXzLg7ct7yZlWxeuLBQHYaJrApgBdYpHS4u4w7ILAfaiQvP+lSJzuB4QtZko8JJgzUn4WFf"
-        "gHMzJnM0P74ny8htIejY/8hBluPTmkafplxQhCZA14wD1gFFC8xLMfpu/IkoakjLvMBeG5/T78M91JAsnyDf0wfg"
-        "QjPtcX6IMIi7t/Mw1FZAfiBwGAAA0arKzbZt27Zt20ZE/yPCIQEgAqEUXW+bkPEIMI4RafrMzGFhcNlkqlBij8fk"
-        "aq9KZDOatFKz1elrDMerTnuQzQlc3d3xtX/c6kE+092fnz/v72kS1rBCrcX993+upwWF2J9aHq6XTXOUT9OVpXKl"
-        "Fk0WqwGPAQA="
     ),
 }
 

@@ -114,7 +114,16 @@ def is_floating(dtype: int) -> bool:
 
 
 def is_integer(dtype: int) -> bool:
-    return base_dtype(dtype) in (DT_INT8, DT_INT16, DT_INT32, DT_INT64, DT_UINT8, DT_UINT16, DT_UINT32, DT_UINT64)
+    return base_dtype(dtype) in (
+        DT_INT8,
+        DT_INT16,
+        DT_INT32,
+        DT_INT64,
+        DT_UINT8,
+        DT_UINT16,
+        DT_UINT32,
+        DT_UINT64,
+    )
 
 
 def is_complex(dtype: int) -> bool:

@@ -40,6 +40,7 @@ def run_classify(
     signature = get_classification_signature(
         signatures.signature_defs(servable), request.model_spec, method_name_check=method_name_check
     )
+    signatures.check_available(servable, signatures.signature_name(request.model_spec))
     response = classification_pb2.ClassificationResponse()
     signatures.set_model_spec(
         response.model_spec,

@@ -37,7 +37,7 @@ def run_multi_inference(
     defs = signatures.signature_defs(servable)
     input_names: dict[str, int] = {}  # input tensor name -> its TensorInfo dtype
     output_names: set[str] = set()
-    _check_tasks(request, defs, input_names, output_names, method_name_check)
+    _check_tasks(servable, request, defs, input_names, output_names, method_name_check)
 
     fetches = sorted(output_names)
     examples = signatures.serialized_examples(request.input)
@@ -69,7 +69,7 @@ def run_multi_inference(
 
 
 def _check_tasks(
-    request, defs, input_names: dict[str, int], output_names: set[str], method_name_check: bool
+    servable, request, defs, input_names: dict[str, int], output_names: set[str], method_name_check: bool
 ) -> None:
     model_name = ""
     seen: set[str] = set()
@@ -93,6 +93,7 @@ def _check_tasks(
             raise errors.InvalidArgumentError(
                 None, None, f"Requested signature not found in model graph: {name}"
             )
+        signatures.check_available(servable, name)
         if task.method_name == signatures.CLASSIFY_METHOD_NAME:
             input_name, names = classify.pre_process(signature, method_name_check=method_name_check)
         elif task.method_name == signatures.REGRESS_METHOD_NAME:

@@ -44,6 +44,7 @@ def run_predict(
     signature = signatures.signature_defs(servable).get(name)
     if signature is None:
         raise errors.FailedPreconditionError(None, None, f'Serving signature key "{name}" not found.')
+    signatures.check_available(servable, name)
     response = predict_pb2.PredictResponse()
     signatures.set_model_spec(response.model_spec, request.model_spec.name, name, servable.version)
 

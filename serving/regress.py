@@ -39,6 +39,7 @@ def run_regress(
     signature = get_regression_signature(
         signatures.signature_defs(servable), request.model_spec, method_name_check=method_name_check
     )
+    signatures.check_available(servable, signatures.signature_name(request.model_spec))
     response = regression_pb2.RegressionResponse()
     signatures.set_model_spec(
         response.model_spec,

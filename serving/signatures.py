@@ -92,6 +92,14 @@ def signature_defs(servable) -> dict[str, meta_graph_pb2.SignatureDef]:
     return defs
 
 
+def check_available(servable, name: str) -> None:
+    """UNIMPLEMENTED, with the text found at load, for a signature that needs ops this server
+    cannot run (loader's signature check); other signatures of the model serve normally."""
+    check = getattr(servable.bundle, "check_signature", None)
+    if check is not None:
+        check(name)
+
+
 _NO_TIMEOUT_MS = 2**31 - 1  # TF Serving's DeadlineToTimeoutMillis saturates here
 
 

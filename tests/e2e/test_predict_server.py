@@ -409,3 +409,19 @@ def test_predict_matches_tensorflow_on_oracle_corpus(model_server, tmp_path, nam
                 )
             verify_model_spec(result.model_spec, name, case["signature"], 1)
         assert server.stop() == 0
+
+
+def test_signature_needing_a_refused_op_is_unimplemented_and_others_serve(model_server, tmp_path):
+    """A signature that needs PyFunc is reported at load and refused per request (UNIMPLEMENTED);
+    the model's other signatures keep serving."""
+    (entry,) = [e for e in discover() if e.name == "sigcheck_plain"]
+    manifest = corpus.check_current(entry)
+    server = serve_export(model_server, tmp_path, "mixed", manifest["dir"] / "fixtures" / "mixed", ["serve"])
+    stub = stub_for(server)
+    request = predict_request(model="mixed", signature="py_function", x=x_like_tf_serving_tests())
+    assert rpc_error(stub.Predict, request) == (
+        grpc.StatusCode.UNIMPLEMENTED,
+        "Signature 'py_function' cannot run here. Op types not supported: EagerPyFunc (x1)",
+    )
+    good = predict_request(model="mixed", x=x_like_tf_serving_tests(dims=[2]))
+    assert len(stub.Predict(good, timeout=30).outputs["y"].float_val) == 2

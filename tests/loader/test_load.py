@@ -127,6 +127,24 @@ def test_corrupt_shard_fails_the_restore_op(tmp_path):
         load_saved_model(str(tmp_path / "m"), {"serve"})
 
 
+def test_a_shard_truncated_on_disk_after_load_leaves_the_served_variables_intact(tmp_path):
+    """Restored variables are owned by the Session: truncating the shard in place (as `cp` over
+    it does) must not fault the process, and values stay what was loaded."""
+    import shutil
+
+    shutil.copytree(manifest("example_keras_mlp")["export_path"], tmp_path / "m")
+    bundle = load_saved_model(str(tmp_path / "m"), {"serve"})
+    signature = bundle.signature_defs["serving_default"]
+    (x,) = signature.inputs.values()
+    feed = {x.name: np.linspace(-1, 1, 3 * 4, dtype=np.float32).reshape(3, 4)}
+    fetches = [t.name for t in signature.outputs.values()]
+    before = bundle.session.run(fetches, feed)
+    for shard in (tmp_path / "m" / "variables").glob("variables.data-*"):
+        shard.write_bytes(b"")
+    after = bundle.session.run(fetches, feed)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(before, after))
+
+
 def _with_py_func(tmp_path, as_main_op: bool):
     from apis.tensorflow.core.framework import types_pb2
 

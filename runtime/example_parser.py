@@ -32,6 +32,7 @@ from runtime import dtypes, errors
 _KIND_OF = {dtypes.DT_FLOAT: "float_list", dtypes.DT_INT64: "int64_list", dtypes.DT_STRING: "bytes_list"}
 _TYPE_OF_KIND = {"float_list": "float", "int64_list": "int64", "bytes_list": "string"}
 _NUMPY = {dtypes.DT_FLOAT: np.float32, dtypes.DT_INT64: np.int64, dtypes.DT_STRING: object}
+_FAST_BATCH = 2  # smaller batches parse as fast generally
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,11 @@ class Config:
             (key, family, index, operator.attrgetter(f"{kind}.value"), exact)
             for key, (family, index, kind, exact) in _slots(self).items()
         ]
+
+    @functools.cached_property
+    def fast_plan(self) -> _Plan | None:
+        """The batch fast path's key lookup; None when some spec keeps every batch on the general path."""
+        return _plan(self)
 
 
 def _type_name(dtype: int) -> str:
@@ -138,6 +144,10 @@ def parse_examples(serialized: list, names: list, config: Config, scalar: bool =
 
     ``scalar``: the input was one Example (rank 0): outputs lose the batch dimension.
     """
+    if not scalar and len(serialized) >= _FAST_BATCH:
+        parsed = _parse_fast(serialized, config)
+        if parsed is not None:
+            return parsed
     from_string = example_pb2.Example.FromString
     getters = []
     for data in serialized:
@@ -322,6 +332,333 @@ def _ragged_output(spec: RaggedSpec, rows: list, scalar: bool) -> tuple:
 
 def _split_numpy(dtype: int):
     return np.int32 if dtype == dtypes.DT_INT32 else np.int64
+
+
+# --------------------------------------------------------------------------------- batch fast path
+#
+# Per-feature work in Python costs more than TF's whole parse, so batches of canonically encoded
+# Examples (what every protobuf serializer writes: one ``features`` field, map entries of key then
+# value, one list per Feature, numeric lists packed) are parsed column-wise instead. upb splits the
+# whole batch, concatenated, into map entries in one call (an Example's ``features`` field merges
+# by concatenation, so the entries come out in order), numpy reads keys and list headers for all
+# entries at once and gathers the values of each kind in one pass. Anything else -- other
+# encodings, malformed bytes, every error -- returns None and the batch takes the general path
+# above, which owns TF's semantics and error texts; the fast path only ever agrees with it.
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Key lookup for the fast path: configured keys sorted as numpy bytes, with their slots."""
+
+    keys: np.ndarray  # sorted, dtype S<width>
+    lengths: np.ndarray  # byte length of each key
+    slots: np.ndarray  # slot of each key: its position in dense + sparse + ragged order
+    width: int
+    specs: tuple  # (family, spec) per slot
+
+
+def _plan(config: Config) -> _Plan | None:
+    specs = [
+        (f, spec) for f, group in enumerate((config.dense, config.sparse, config.ragged)) for spec in group
+    ]
+    if any(spec.dtype not in _KIND_OF or (f == 0 and spec.stride < 1) for f, spec in specs):
+        return None
+    first_slot = (0, len(config.dense), len(config.dense) + len(config.sparse))
+    slot_of = {}
+    for key, (family, index, _, _) in _slots(config).items():
+        try:
+            slot_of[key.encode("utf-8")] = first_slot[family] + index
+        except UnicodeEncodeError:  # never an Example's key: those are UTF-8
+            continue
+    # numpy bytes ignore trailing NULs: keys equal but for those cannot be told apart here.
+    if len({key.rstrip(b"\0") for key in slot_of}) != len(slot_of) or any(len(k) > 127 for k in slot_of):
+        return None
+    order = sorted(slot_of)
+    width = max(map(len, order), default=0) or 1
+    return _Plan(
+        keys=np.array(order or [b""], dtype=f"S{width}"),
+        lengths=np.array([len(k) for k in order] or [-1], dtype=np.int64),
+        slots=np.array([slot_of[k] for k in order] or [-1], dtype=np.int64),
+        width=width,
+        specs=tuple(specs),
+    )
+
+
+@functools.cache
+def _features_view():
+    """``Example`` with its map entries left as bytes: message ExampleView { FeaturesView features = 1; },
+    FeaturesView { repeated bytes feature = 1; } (a map is a repeated entry message on the wire)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    file = descriptor_pb2.FileDescriptorProto(name="example_view.proto", package="example_view")
+    T = descriptor_pb2.FieldDescriptorProto
+    file.message_type.add(name="FeaturesView").field.add(
+        name="feature", number=1, type=T.TYPE_BYTES, label=T.LABEL_REPEATED
+    )
+    file.message_type.add(name="ExampleView").field.add(
+        name="features",
+        number=1,
+        type=T.TYPE_MESSAGE,
+        label=T.LABEL_OPTIONAL,
+        type_name=".example_view.FeaturesView",
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("example_view.ExampleView"))
+
+
+class _Irregular(Exception):
+    """The batch is not in the fast path's canonical encoding (or is invalid): parse it generally."""
+
+
+def _require(condition) -> None:
+    if not np.all(condition):
+        raise _Irregular
+
+
+def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(value, size) of the varints of up to 3 bytes at ``pos`` (lengths below 2 MiB)."""
+    b0 = buf[pos].astype(np.int64)
+    if len(b0) == 0 or b0.max() < 128:
+        return b0, np.ones_like(b0)
+    b1 = buf[pos + 1].astype(np.int64)
+    b2 = buf[pos + 2].astype(np.int64)
+    size = np.where(b0 < 128, 1, np.where(b1 < 128, 2, 3))
+    _require((size < 3) | (b2 < 128))
+    value = (b0 & 127) | np.where(size > 1, (b1 & 127) << 7, 0) | np.where(size > 2, b2 << 14, 0)
+    return value, size
+
+
+def _varint_size(value: np.ndarray) -> np.ndarray:
+    return 1 + (value >= 1 << 7) + (value >= 1 << 14) + (value >= 1 << 21) + (value >= 1 << 28)
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices of the ranges [start, start + length), concatenated."""
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+
+
+def _entries(serialized: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(buffer, example index, start, end) of every map entry of every Example, in order; ``buffer``
+    is the batch concatenated, zero-padded so that reads past any end (a key's length at most) stay inside."""
+    try:
+        joined = b"".join(serialized)
+        entries = _features_view().FromString(joined).features.feature
+    except (DecodeError, TypeError):
+        raise _Irregular from None
+    batch = len(serialized)
+    buf = np.frombuffer(joined + bytes(256), dtype=np.uint8)
+    sizes = np.fromiter(map(len, serialized), np.int64, batch)
+    starts = np.cumsum(sizes) - sizes
+    # Each non-empty Example is exactly one ``features`` field: tag, length, payload.
+    present = sizes > 0
+    _require(buf[starts[present]] == 0x0A)
+    payload, header = _varints(buf, starts[present] + 1)
+    _require(1 + header + payload == sizes[present])
+    payload_sizes = np.zeros(batch, dtype=np.int64)
+    payload_sizes[present] = payload
+    payload_starts = starts.copy()
+    payload_starts[present] += 1 + header
+    lengths = np.fromiter(map(len, entries), np.int64, len(entries))
+    # The entries, each tag (one byte), length and data, must tile each Example's payload.
+    encoded = 1 + _varint_size(lengths) + lengths
+    counts = _tiled(np.cumsum(encoded), payload_sizes)
+    example = np.repeat(np.arange(batch), counts)
+    offsets = np.cumsum(encoded) - encoded  # in the payloads' concatenation
+    data = (
+        offsets + (payload_starts - (np.cumsum(payload_sizes) - payload_sizes))[example] + encoded - lengths
+    )
+    return buf, example, data, data + lengths
+
+
+def _match(buf: np.ndarray, data: np.ndarray, plan: _Plan) -> np.ndarray:
+    """Slot of each entry's key (-1: not configured); the key field must come first."""
+    _require(buf[data] == 0x0A)
+    lengths = buf[data + 1].astype(np.int64)
+    _require(lengths < 128)
+    columns = np.arange(plan.width)
+    window = buf[(data + 2)[:, None] + columns]
+    window[columns >= lengths[:, None]] = 0
+    keys = window.view(plan.keys.dtype).reshape(-1)
+    at = np.minimum(np.searchsorted(plan.keys, keys), len(plan.keys) - 1)
+    found = (plan.keys[at] == keys) & (plan.lengths[at] == lengths)
+    slots = np.where(found, plan.slots[at], -1)
+    unmatched = np.flatnonzero(~found)
+    if len(unmatched):  # proto3 map keys must be UTF-8: ASCII passes, anything else goes generally
+        _require(buf[_ranges(data[unmatched] + 2, lengths[unmatched])] < 0x80)
+    return slots, data + 2 + lengths
+
+
+def _lists(buf: np.ndarray, value: np.ndarray, end: np.ndarray) -> tuple:
+    """Per entry from its value field on: kind (0 none, 1 bytes, 2 float, 3 int64) and the list's
+    payload [start, end) -- for numeric kinds the packed values' bytes."""
+    _require(buf[value] == 0x12)
+    size, header = _varints(buf, value + 1)
+    feature = value + 1 + header
+    _require(feature + size == end)
+    kind = np.zeros(len(value), dtype=np.int64)
+    start = end.copy()
+    has = np.flatnonzero(size > 0)
+    tag = buf[feature[has]].astype(np.int64)
+    _require((tag == 0x0A) | (tag == 0x12) | (tag == 0x1A))
+    kind[has] = tag >> 3
+    size, header = _varints(buf, feature[has] + 1)
+    start[has] = feature[has] + 1 + header
+    _require(start[has] + size == end[has])
+    packed = has[(kind[has] > 1) & (size > 0)]
+    _require(buf[start[packed]] == 0x0A)
+    size, header = _varints(buf, start[packed] + 1)
+    start[packed] += 1 + header
+    _require(start[packed] + size == end[packed])
+    return kind, start
+
+
+def _floats(buf, start, end) -> tuple[np.ndarray, np.ndarray]:
+    sizes = end - start
+    _require(sizes % 4 == 0)
+    return buf[_ranges(start, sizes)].view("<f4"), sizes // 4
+
+
+def _int64s(buf, start, end) -> tuple[np.ndarray, np.ndarray]:
+    sizes = end - start
+    data = buf[_ranges(start, sizes)]
+    if len(data) == 0:
+        return np.zeros(0, np.int64), sizes
+    last = np.cumsum(sizes) - 1
+    _require(data[last[sizes > 0]] < 0x80)  # each list ends with a varint's last byte
+    final = data < 0x80
+    ends = np.flatnonzero(final)
+    firsts = np.concatenate(([0], ends[:-1] + 1))
+    _require(ends - firsts < 10)
+    shift = (np.arange(len(data)) - np.repeat(firsts, ends - firsts + 1)) * 7
+    parts = (data & 0x7F).astype(np.uint64) << shift.astype(np.uint64)
+    values = np.add.reduceat(parts, firsts) if len(parts) else np.zeros(0, np.uint64)
+    seen = np.concatenate(([0], np.cumsum(final)))
+    return values.view(np.int64), seen[last + 1] - seen[last + 1 - sizes]
+
+
+def _bytes(buf, start, end) -> tuple[np.ndarray, np.ndarray]:
+    from apis.tensorflow.core.example import feature_pb2
+
+    sizes = end - start
+    try:
+        values = feature_pb2.BytesList.FromString(buf[_ranges(start, sizes)].tobytes()).value
+    except DecodeError:
+        raise _Irregular from None
+    flat = np.empty(len(values), dtype=object)
+    flat[:] = values
+    lengths = np.fromiter(map(len, flat), np.int64, len(flat))
+    return flat, _tiled(np.cumsum(1 + _varint_size(lengths) + lengths), end - start)
+
+
+def _tiled(item_ends: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Items per range, given where each item ends in the ranges' concatenation; every non-empty
+    range must end where an item does (no item straddles two ranges) and the totals must agree."""
+    bounds = np.cumsum(sizes)
+    total = int(bounds[-1]) if len(bounds) else 0
+    _require(total == (int(item_ends[-1]) if len(item_ends) else 0))
+    filled = bounds[sizes > 0]
+    at = np.minimum(np.searchsorted(item_ends, filled), max(len(item_ends) - 1, 0))
+    _require(item_ends[at] == filled)
+    return np.searchsorted(item_ends, bounds, side="right") - np.searchsorted(
+        item_ends, bounds - sizes, side="right"
+    )
+
+
+def _parse_fast(serialized: list, config: Config) -> tuple | None:
+    """``parse_examples`` of a batch (not a scalar) in the canonical encoding; None otherwise."""
+    plan = config.fast_plan
+    if plan is None:
+        return None
+    try:
+        buf, example, data, end = _entries(serialized)
+        slots, value = _match(buf, data, plan)
+        kind, start = _lists(buf, value, end)
+        # Per entry, plus a last one standing for "no entry": count and first value in its column.
+        kind = np.append(kind, 0)
+        count = np.zeros(len(kind), np.int64)
+        first = np.zeros(len(kind), np.int64)
+        columns = {}
+        for code, decode in ((1, _bytes), (2, _floats), (3, _int64s)):
+            mine = np.flatnonzero(kind == code)
+            columns[code], count[mine] = decode(buf, start[mine], end[mine])
+            first[mine] = np.cumsum(count[mine]) - count[mine]
+        return _outputs(len(serialized), plan, example, slots, kind, count, first, columns)
+    except _Irregular:
+        return None
+
+
+_CODE = {dtypes.DT_STRING: 1, dtypes.DT_FLOAT: 2, dtypes.DT_INT64: 3}
+
+
+def _outputs(batch, plan, example, slots, kind, count, first, columns) -> tuple:
+    matched = np.flatnonzero(slots >= 0)
+    cells = slots[matched] * batch + example[matched]
+    entry_of = np.full(len(plan.specs) * batch, -1, dtype=np.int64)
+    entry_of[cells] = matched
+    _require(entry_of[cells] == matched)  # a key twice in one Example: the last wins, generally
+    groups = ([], [], [])
+    for slot, (family, spec) in enumerate(plan.specs):
+        entries = entry_of[slot * batch : (slot + 1) * batch]
+        code = _CODE[spec.dtype]
+        kinds = kind[entries]
+        _require((kinds == 0) | (kinds == code))  # the general path words the type error
+        counts, firsts, flat = count[entries], first[entries], columns[code]
+        if family == 0:
+            groups[0].append(_fast_dense(spec, batch, kinds == code, counts, firsts, flat))
+        elif family == 1:
+            groups[1].append(_fast_sparse(spec, batch, counts, firsts, flat))
+        else:
+            groups[2].append(_fast_ragged(spec, batch, counts, firsts, flat))
+    sparse, ragged = groups[1], groups[2]
+    return (
+        [s[0] for s in sparse],
+        [s[1] for s in sparse],
+        [s[2] for s in sparse],
+        groups[0],
+        [r[0] for r in ragged],
+        [r[1] for r in ragged],
+    )
+
+
+def _fast_dense(spec: DenseSpec, batch: int, present, counts, firsts, flat) -> np.ndarray:
+    stride = spec.stride
+    if spec.variable_length:
+        _require(counts % stride == 0)
+        width = int(counts.max()) if batch else 0
+        out = np.empty((batch, width), dtype=_NUMPY[spec.dtype])
+        if spec.default.size:
+            out[...] = spec.default.reshape(-1)[0]
+        else:
+            out[...] = b"" if spec.dtype == dtypes.DT_STRING else 0
+        out.reshape(-1)[_ranges(np.arange(batch) * width, counts)] = flat[_ranges(firsts, counts)]
+        return out.reshape(batch, width // stride, *spec.shape[1:])
+    _require(counts[present] == stride)
+    at = firsts[:, None] + np.arange(stride) if stride > 1 else firsts
+    if present.all():
+        out = flat[at]
+    else:
+        _require(spec.default.size)  # required: the general path words the error
+        out = np.empty((batch, stride) if stride > 1 else batch, dtype=_NUMPY[spec.dtype])
+        out[present] = flat[at[present]]
+        out[~present] = spec.default.reshape(-1) if stride > 1 else spec.default.reshape(-1)[0]
+    return out.reshape(batch, *spec.shape)
+
+
+def _fast_sparse(spec: SparseSpec, batch: int, counts, firsts, flat) -> tuple:
+    total = int(counts.sum())
+    indices = np.empty((total, 2), dtype=np.int64)
+    indices[:, 0] = np.repeat(np.arange(batch, dtype=np.int64), counts)
+    indices[:, 1] = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    longest = int(counts.max()) if batch else 0
+    return indices, flat[_ranges(firsts, counts)], np.array([batch, longest], np.int64)
+
+
+def _fast_ragged(spec: RaggedSpec, batch: int, counts, firsts, flat) -> tuple:
+    splits = np.zeros(batch + 1, dtype=_split_numpy(spec.split_dtype))
+    np.cumsum(counts, out=splits[1:], dtype=splits.dtype)
+    return flat[_ranges(firsts, counts)], splits
 
 
 # --------------------------------------------------------------------------------- SequenceExample

@@ -108,6 +108,8 @@ class Session:
         """A function of the ``feed_list`` values running ``fetches``; resolves names once."""
         mapper = FetchMapper(self._graph, fetches)
         feed_tensors = tuple(self._feed_tensor(k) for k in (feed_list or ()))
+        feed_dtypes = tuple(t.dtype for t in feed_tensors)
+        key = (feed_tensors, tuple(mapper.tensors), tuple(mapper.operations))
 
         def callable_(*feed_args, options=None, run_metadata=None):
             if len(feed_args) != len(feed_tensors):
@@ -115,10 +117,12 @@ class Session:
             if (options is not None or run_metadata is not None) and not accept_options:
                 raise TypeError("options and run_metadata need accept_options=True")
             self._check_open()
-            values = [_feed_value(t, v, self._check_feed_shapes) for t, v in zip(feed_tensors, feed_args)]
-            return mapper.build(
-                self._run(feed_tensors, values, mapper.tensors, mapper.operations, options, run_metadata)
-            )
+            check_shapes = self._check_feed_shapes
+            values = [
+                _feed_value(t, dtype, v, check_shapes)
+                for t, dtype, v in zip(feed_tensors, feed_dtypes, feed_args)
+            ]
+            return mapper.build(self._run_plan(self._plan(key), values, options, run_metadata))
 
         return callable_
 
@@ -131,7 +135,9 @@ class Session:
         options,
         run_metadata,
     ) -> list:
-        plan = self.plan(feeds, fetches, targets)
+        return self._run_plan(self.plan(feeds, fetches, targets), feed_values, options, run_metadata)
+
+    def _run_plan(self, plan: Plan, feed_values: list, options, run_metadata) -> list:
         timeout_ms = (options.timeout_in_ms if options is not None else 0) or (
             self._config.operation_timeout_in_ms
         )
@@ -153,11 +159,13 @@ class Session:
 
     def plan(self, feeds: Sequence[Tensor], fetches: Sequence[Tensor], targets: Sequence[Operation]) -> Plan:
         """The cached Plan for (feeds, fetches, targets), built on first use."""
-        key = (tuple(feeds), tuple(fetches), tuple(targets))
+        return self._plan((tuple(feeds), tuple(fetches), tuple(targets)))
+
+    def _plan(self, key: tuple[tuple[Tensor, ...], tuple[Tensor, ...], tuple[Operation, ...]]) -> Plan:
         plan = self._plans.get(key)
         if plan is not None and self._plans_version == self._graph.version:
             return plan
-        plan = build_plan(feeds, fetches, targets, self._resources, self._functions)
+        plan = build_plan(*key, self._resources, self._functions)
         with self._lock:
             if self._plans_version != self._graph.version or len(self._plans) >= _MAX_PLANS:
                 self._plans = {}
@@ -201,7 +209,7 @@ class Session:
         for key, value in feed_dict.items():
             tensor = self._feed_tensor(key)
             tensors.append(tensor)
-            values.append(_feed_value(tensor, value, self._check_feed_shapes))
+            values.append(_feed_value(tensor, tensor.dtype, value, self._check_feed_shapes))
         return tuple(tensors), values
 
     # -- lifetime ---------------------------------------------------------------------------
@@ -251,14 +259,14 @@ def get_default_session() -> Session | None:
     return stack[-1] if stack else None
 
 
-def _feed_value(tensor: Tensor, value, check_shape: bool = True) -> np.ndarray:
-    """A feed converted as TF's Session.run converts it, with TF's errors."""
+def _feed_value(tensor: Tensor, dtype: int | None, value, check_shape: bool = True) -> np.ndarray:
+    """A feed of ``tensor`` (whose ``dtype`` the caller looked up) converted as TF's Session.run
+    converts it, with TF's errors."""
     if isinstance(value, (Tensor, Operation)):
         raise TypeError(
             "The value of a feed cannot be a tf.Tensor object. Acceptable feed values include "
             "Python scalars, strings, lists, numpy ndarrays, or TensorHandles."
         )
-    dtype = tensor.dtype
     if dtype is None:
         array = np.asarray(value)
     else:

@@ -63,6 +63,7 @@ class _Harness:
     state: HarnessState = HarnessState.NEW
     is_aspired: bool = True
     bundle: Any = None
+    cache: dict = field(default_factory=dict)  # Servable.cache of every handle to this version
     error: errors.OpError | None = None
     pins: int = 0
     fingerprint: tuple | None = None  # of the directory at the last failed attempt
@@ -177,7 +178,7 @@ class AspiredVersionsManager:
                 raise errors.NotFoundError(None, None, f"Servable not found for request: {request}")
             with self._pins:
                 h.pins += 1
-        servable = Servable(h.id.name, h.id.version, h.bundle)
+        servable = Servable(h.id.name, h.id.version, h.bundle, cache=h.cache)
         object.__setattr__(servable, "_release", weakref.finalize(servable, self._unpin, h))
         return servable
 
@@ -360,7 +361,7 @@ class AspiredVersionsManager:
         except Exception:
             logger.exception("Unloading servable version %s raised", h.id)
         with self._cv:
-            h.bundle, h.state = None, HarnessState.DISABLED
+            h.bundle, h.cache, h.state = None, {}, HarnessState.DISABLED
             logger.info("Done unloading servable version %s", h.id)
             self._publish(h, ManagerState.END)
             self._reconcile()

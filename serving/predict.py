@@ -41,38 +41,83 @@ def run_predict(
 ) -> predict_pb2.PredictResponse:
     """TF Serving's ``RunPredict`` on a pinned servable."""
     name = signatures.signature_name(request.model_spec)
-    signature = signatures.signature_defs(servable).get(name)
-    if signature is None:
-        raise errors.FailedPreconditionError(None, None, f'Serving signature key "{name}" not found.')
+    signature = predict_signature(servable, name)
     signatures.check_available(servable, name)
     response = predict_pb2.PredictResponse()
     signatures.set_model_spec(response.model_spec, request.model_spec.name, name, servable.version)
 
-    feeds, fetches, aliases = pre_process(signature, request, method_name_check=method_name_check)
-    outputs = signatures.run_session(servable.bundle.session, fetches, feeds, run_options)
+    feed_values, fetches, aliases = pre_process(signature, request, method_name_check=method_name_check)
+    outputs = signature.run(servable.bundle.session, fetches, feed_values, run_options)
     post_process(signature, aliases, outputs, response, as_tensor_content=as_tensor_content)
     return response
 
 
+class PredictSignature:
+    """What Predict needs of one SignatureDef, resolved once per servable version: the inputs in
+    the order TF feeds them (sorted aliases) with their tensor names and dtypes, every output
+    (sorted aliases, what a request without ``output_filter`` fetches), and a Session callable
+    per fetch list (``signatures.session_callable``).
+
+    Thread-safe: everything is read-only after construction except the callable cache, which
+    requests fill concurrently (a race builds a callable twice, harmlessly).
+    """
+
+    _MAX_CALLABLES = 64  # distinct output_filter lists cached; more are served uncached
+
+    def __init__(self, signature: meta_graph_pb2.SignatureDef):
+        self.signature = signature
+        self.input_aliases = tuple(sorted(signature.inputs))
+        self.input_names = tuple(signature.inputs[alias].name for alias in self.input_aliases)
+        self.input_dtypes = tuple(signature.inputs[alias].dtype for alias in self.input_aliases)
+        self.output_aliases = tuple(sorted(signature.outputs))
+        self.output_names = tuple(signature.outputs[alias].name for alias in self.output_aliases)
+        self.output_dtypes = {alias: info.dtype for alias, info in signature.outputs.items()}
+        self._callables: dict[tuple[str, ...], signatures.SessionCallable] = {}
+
+    def run(self, session, fetches: tuple[str, ...], feed_values: list, run_options) -> list:
+        """``fetches`` with the signature's inputs fed ``feed_values`` (``signatures.run_session``)."""
+        call = self._callables.get(fetches)
+        if call is None:
+            call = signatures.session_callable(session, self.input_names, fetches)
+            if len(self._callables) < self._MAX_CALLABLES:
+                self._callables[fetches] = call
+        return call(feed_values, run_options)
+
+
+def predict_signature(servable, name: str) -> PredictSignature:
+    """The servable's signature ``name`` as a PredictSignature, built on its first request and
+    kept in the servable's per-version cache; FAILED_PRECONDITION if there is none."""
+    key = (PredictSignature, name)
+    prepared = servable.cache.get(key)
+    if prepared is None:
+        signature = signatures.signature_defs(servable).get(name)
+        if signature is None:
+            raise errors.FailedPreconditionError(None, None, f'Serving signature key "{name}" not found.')
+        prepared = servable.cache.setdefault(key, PredictSignature(signature))
+    return prepared
+
+
 def pre_process(
-    signature: meta_graph_pb2.SignatureDef,
+    signature: PredictSignature,
     request: predict_pb2.PredictRequest,
     *,
     method_name_check: bool = False,
-) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
-    """``PreProcessPrediction``: feeds by tensor name, fetched tensor names, their aliases."""
+) -> tuple[list[np.ndarray], tuple[str, ...], tuple[str, ...]]:
+    """``PreProcessPrediction``: feed values in the signature's input order, fetched tensor
+    names, their aliases."""
     if method_name_check:
-        _verify_method_name(signature)
-    _verify_inputs_size(signature, request)
-    feeds, feed_dtypes = _input_values(signature, request)
+        _verify_method_name(signature.signature)
+    _verify_inputs_size(signature.signature, request)
+    feed_values, fed_dtypes = _input_values(signature, request)
     fetches, aliases = _outputs(signature, request)
-    signatures.check_feed_dtypes(feed_dtypes)  # TF's Session checks feeds once the run starts
-    return feeds, fetches, aliases
+    if fed_dtypes != signature.input_dtypes:  # TF's Session checks feeds once the run starts
+        signatures.check_feed_dtypes(list(zip(signature.input_dtypes, fed_dtypes, strict=True)))
+    return feed_values, fetches, aliases
 
 
 def post_process(
-    signature: meta_graph_pb2.SignatureDef,
-    aliases: list[str],
+    signature: PredictSignature,
+    aliases: tuple[str, ...],
     outputs,
     response: predict_pb2.PredictResponse,
     *,
@@ -83,7 +128,7 @@ def post_process(
         raise errors.UnknownError(None, None, "Predict internal error")
     encode = tensor_codec.encode_content_into if as_tensor_content else tensor_codec.encode_into
     for alias, value in zip(aliases, outputs, strict=True):
-        encode(response.outputs[alias], value, signature.outputs[alias].dtype)
+        encode(response.outputs[alias], value, signature.output_dtypes[alias])
 
 
 def _verify_method_name(signature: meta_graph_pb2.SignatureDef) -> None:
@@ -117,67 +162,63 @@ def _verify_inputs_size(signature: meta_graph_pb2.SignatureDef, request) -> None
         )
 
 
-def _input_values(signature: meta_graph_pb2.SignatureDef, request):
-    """TF's ``saved_model::GetInputValues``: feeds by tensor name, and (expected, fed) dtypes in
-    feed order for the Session's check."""
-    feeds: dict[str, np.ndarray] = {}
-    seen: set[str] = set()
-    aliases = sorted(signature.inputs)
+def _input_values(signature: PredictSignature, request) -> tuple[list[np.ndarray], tuple[int, ...]]:
+    """TF's ``saved_model::GetInputValues``: feed values in the signature's input order, and the
+    dtypes fed, in the same order, for the Session's check."""
+    inputs, defaults = request.inputs, signature.signature.defaults
+    values: list[np.ndarray] = []
     fed_dtypes: list[int] = []
-    for alias in aliases:
-        tensor_info = signature.inputs[alias]
-        if alias in request.inputs:
-            proto = request.inputs[alias]
-            seen.add(alias)
-        elif alias in signature.defaults:
-            proto = signature.defaults[alias]
+    used = 0
+    for alias, name in zip(signature.input_aliases, signature.input_names):
+        if alias in inputs:
+            proto = inputs[alias]
+            used += 1
+        elif alias in defaults:
+            proto = defaults[alias]
         else:
             raise errors.InvalidArgumentError(
                 None,
                 None,
-                f"Signature input alias: {alias}(feed name: {tensor_info.name}) not found in "
+                f"Signature input alias: {alias}(feed name: {name}) not found in "
                 f"request and no default value provided. Inputs expected to be in the request "
-                f"{{{_join(request.inputs)}}}, or default input alias set: "
-                f"{_join(signature.defaults)}",
+                f"{{{_join(inputs)}}}, or default input alias set: "
+                f"{_join(defaults)}",
             )
         try:
-            feeds[tensor_info.name] = tensor_codec.decode(proto)
+            values.append(tensor_codec.decode(proto))
         except tensor_codec.TensorProtoError:
             raise errors.InvalidArgumentError(None, None, f"tensor parsing error: {alias}") from None
         fed_dtypes.append(proto.dtype)
-    if request.inputs and len(seen) != len(request.inputs):
+    if inputs and used != len(inputs):
+        seen = [alias for alias in signature.input_aliases if alias in inputs]
         raise errors.InvalidArgumentError(
             None,
             None,
             f"Inputs contains invalid name. Used request inputs: {_join(seen)}, "
-            f"request input: {_join(request.inputs)}",
+            f"request input: {_join(inputs)}",
         )
-    return feeds, [
-        (signature.inputs[alias].dtype, fed) for alias, fed in zip(aliases, fed_dtypes, strict=True)
-    ]
+    return values, tuple(fed_dtypes)
 
 
-def _outputs(signature: meta_graph_pb2.SignatureDef, request) -> tuple[list[str], list[str]]:
+def _outputs(signature: PredictSignature, request) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if not request.output_filter:
+        return signature.output_names, signature.output_aliases
     fetches: list[str] = []
     aliases: list[str] = []
     for alias in request.output_filter:
-        tensor_info = signature.outputs.get(alias)
+        tensor_info = signature.signature.outputs.get(alias)
         if tensor_info is None:
             raise errors.InvalidArgumentError(
                 None,
                 None,
                 f"output tensor alias not found in signature: {alias} Outputs expected to be in "
-                f"the set {{{_join(signature.outputs)}}}.",
+                f"the set {{{_join(signature.signature.outputs)}}}.",
             )
         if alias in aliases:
             raise errors.InvalidArgumentError(None, None, f"duplicate output tensor alias: {alias}")
         fetches.append(tensor_info.name)
         aliases.append(alias)
-    if not fetches:
-        for alias in sorted(signature.outputs):
-            fetches.append(signature.outputs[alias].name)
-            aliases.append(alias)
-    return fetches, aliases
+    return tuple(fetches), tuple(aliases)
 
 
 def _join(names) -> str:

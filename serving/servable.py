@@ -37,7 +37,8 @@ class ManagerState(enum.IntEnum):
 
 @dataclass(frozen=True)
 class Servable:
-    """A loaded model version: ``bundle`` is a ``loader.SavedModelBundle``.
+    """A loaded model version: ``bundle`` is a ``loader.SavedModelBundle``; ``cache`` holds
+    what request paths derive from it once per version.
 
     ``with servable: ...`` releases the pin at the end of the block; otherwise the pin is
     released when the last reference goes away.
@@ -47,6 +48,9 @@ class Servable:
     version: int
     bundle: Any
     _release: Any = field(default=None, compare=False, repr=False)
+    # What request paths derive from the bundle (e.g. ``predict.PredictSignature``), built on
+    # first use; the manager gives every handle to one version the same dict.
+    cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def id(self) -> ServableId:

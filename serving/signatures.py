@@ -7,6 +7,7 @@ Names and texts are TensorFlow's (``signature_constants``) and TF Serving's (``u
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from google.protobuf import text_format
@@ -152,5 +153,39 @@ def run_session(session, fetches: list[str], feeds: dict, options: config_pb2.Ru
     try:
         return session.run(fetches, feeds, options=options)
     except (ValueError, TypeError) as e:
-        logger.debug("Session.run refused the request's feeds: %s", e)
-        raise errors.InvalidArgumentError(None, None, str(e)) from e
+        raise _refused_feeds(e) from e
+
+
+SessionCallable = Callable[[Sequence, "config_pb2.RunOptions | None"], list]
+
+
+def session_callable(session, feeds: Sequence[str], fetches: Sequence[str]) -> SessionCallable:
+    """``run_session`` of ``fetches`` with ``feeds`` (tensor names) fed, as a function of the feed
+    values and the RunOptions; same results and errors. Where the Session offers
+    ``make_callable``, names are resolved and the plan found once, not per request."""
+    fetches = list(fetches)
+    call = None
+    if hasattr(session, "make_callable") and len(set(feeds)) == len(feeds):
+        try:
+            call = session.make_callable(fetches, list(feeds), accept_options=True)
+        except Exception:  # noqa: BLE001 - a name the graph lacks: each run reports it, as run_session
+            call = None
+    if call is None:
+
+        def run(feed_values: Sequence, options: config_pb2.RunOptions | None) -> list:
+            return run_session(session, fetches, dict(zip(feeds, feed_values, strict=True)), options)
+
+        return run
+
+    def run_callable(feed_values: Sequence, options: config_pb2.RunOptions | None) -> list:
+        try:
+            return call(*feed_values, options=options)
+        except (ValueError, TypeError) as e:
+            raise _refused_feeds(e) from e
+
+    return run_callable
+
+
+def _refused_feeds(e: Exception) -> errors.InvalidArgumentError:
+    logger.debug("Session.run refused the request's feeds: %s", e)
+    return errors.InvalidArgumentError(None, None, str(e))

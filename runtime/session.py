@@ -155,7 +155,7 @@ class Session:
                 RUN_STATE.reset(token)
             if trace is not None:
                 _write_step_stats(run_metadata, trace)
-        return [fetched(v, fed, i) for i, (v, fed) in enumerate(zip(values, plan.fetch_fed))]
+        return list(map(fetched, values, plan.fetch_fed, range(len(values))))
 
     def plan(self, feeds: Sequence[Tensor], fetches: Sequence[Tensor], targets: Sequence[Operation]) -> Plan:
         """The cached Plan for (feeds, fetches, targets), built on first use."""

@@ -25,7 +25,6 @@ import logging
 import os
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +71,28 @@ class _Harness:
     retry_now: threading.Event = field(default_factory=threading.Event)
 
 
+class _Pin:
+    """A handle's pin on its version, released exactly once: by the handle's ``with`` block end
+    or, failing that, when the handle (its only owner) is collected. Lighter than a
+    ``weakref.finalize`` per request; the pop makes a racing second release a no-op."""
+
+    __slots__ = ("_unpin", "_harness")
+
+    def __init__(self, unpin: Callable[[_Harness], None], harness: _Harness):
+        self._unpin, self._harness = unpin, [harness]
+
+    def __call__(self) -> None:
+        if self._harness:  # released already otherwise
+            try:
+                harness = self._harness.pop()
+            except IndexError:  # a racing release won
+                return
+            self._unpin(harness)
+
+    def __del__(self) -> None:
+        self()
+
+
 @dataclass(frozen=True)
 class VersionState:
     version: int
@@ -97,10 +118,12 @@ class AspiredVersionsManager:
         self._max_loads = max(1, num_load_threads)
         self._max_retries = max(0, max_num_load_retries)
         self._retry_interval = max(0.0, load_retry_interval_seconds)
-        self._cv = threading.Condition(threading.RLock())
+        self._lock = threading.RLock()  # the request path takes the bare locks, not the Conditions
+        self._cv = threading.Condition(self._lock)
         # A leaf lock for pin counts: handles are released from finalizers, which may run in any
         # thread at any time, so releasing must never wait for the manager's lock.
-        self._pins = threading.Condition()
+        self._pins_lock = threading.Lock()
+        self._pins = threading.Condition(self._pins_lock)
         self._harnesses: dict[str, dict[int, _Harness]] = {}
         self._available: dict[str, dict[int, _Harness]] = {}
         self._states: dict[str, dict[int, VersionState]] = {}  # the ServableStateMonitor
@@ -168,7 +191,7 @@ class AspiredVersionsManager:
 
     def get_servable(self, name: str, version: int | None) -> Servable:
         """A pinned handle to ``version`` (None: the highest available)."""
-        with self._cv:
+        with self._lock:
             available = self._available.get(name)
             h = None
             if available:
@@ -176,14 +199,12 @@ class AspiredVersionsManager:
             if h is None:
                 request = f"Latest({name})" if version is None else f"Specific({name}, {version})"
                 raise errors.NotFoundError(None, None, f"Servable not found for request: {request}")
-            with self._pins:
+            with self._pins_lock:
                 h.pins += 1
-        servable = Servable(h.id.name, h.id.version, h.bundle, cache=h.cache)
-        object.__setattr__(servable, "_release", weakref.finalize(servable, self._unpin, h))
-        return servable
+        return Servable(h.id.name, h.id.version, h.bundle, _Pin(self._unpin, h), h.cache)
 
     def _unpin(self, h: _Harness) -> None:
-        with self._pins:
+        with self._pins_lock:
             h.pins -= 1
             if h.pins == 0:
                 self._pins.notify_all()

@@ -111,7 +111,9 @@ def run_options(deadline: float | None) -> config_pb2.RunOptions | None:
     a call without a deadline as ~infinite time left: that is no timeout (0), as in TF."""
     if deadline is None or deadline * 1000 >= _NO_TIMEOUT_MS:
         return None  # the Session's default: no timeout
-    return config_pb2.RunOptions(timeout_in_ms=max(1, int(deadline * 1000)))
+    options = config_pb2.RunOptions()  # then set: cheaper than the keyword constructor
+    options.timeout_in_ms = max(1, int(deadline * 1000))
+    return options
 
 
 def serialized_examples(input_: input_pb2.Input) -> np.ndarray:

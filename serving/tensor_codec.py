@@ -18,6 +18,7 @@ little-endian like the wire format (checked at import).
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 
@@ -72,6 +73,7 @@ _FIELD_DTYPE = {
     dtypes.DT_QINT16: np.int32,
     dtypes.DT_QUINT16: np.int32,
 }
+_NUMPY_DTYPE = {dtype: dtypes.as_numpy_dtype(dtype) for dtype in _FIELD}
 _MAX_DIMS = 254
 _SHORT_FIELD = 256
 _INT64_MAX = (1 << 63) - 1
@@ -84,7 +86,8 @@ _INT64_MAX = (1 << 63) - 1
 def shape_of(proto: tensor_pb2.TensorProto) -> tuple[int, ...]:
     """The fully defined shape of a request tensor; raises TensorProtoError like TensorShape::IsValid."""
     shape = proto.tensor_shape
-    dims = tuple([d.size for d in shape.dim])
+    dim = shape.dim
+    dims = tuple([dim[i].size for i in range(len(dim))])  # indexing beats iterating a repeated field
     if shape.unknown_rank or len(dims) > _MAX_DIMS or (dims and min(dims) < 0):
         raise TensorProtoError("invalid tensor shape")
     if math.prod(dims) > _INT64_MAX:
@@ -99,11 +102,11 @@ def decode(proto: tensor_pb2.TensorProto, *, max_fill_bytes: int = MAX_FILL_BYTE
     immutable in TF too.
     """
     dtype = proto.dtype
-    if dtype not in _FIELD:
+    np_dtype = _NUMPY_DTYPE.get(dtype)
+    if np_dtype is None:
         raise TensorProtoError(f"unsupported dtype {dtype}")
     shape = shape_of(proto)
     n = math.prod(shape)
-    np_dtype = dtypes.as_numpy_dtype(dtype)
     if n == 0:
         return np.empty(shape, np_dtype)
     content = proto.tensor_content
@@ -180,10 +183,15 @@ def _from_field(proto, dtype: int, np_dtype: np.dtype, n: int, max_fill_bytes: i
 
 def dtype_of(array: np.ndarray, hint: int | None = None) -> int:
     """The TF dtype for an output array; ``hint`` (the signature's dtype) picks among aliases (qint8)."""
+    return _dtype_of(array.dtype, hint)
+
+
+@functools.lru_cache(maxsize=1024)  # keyed by (numpy dtype, hint): a handful of pairs per server
+def _dtype_of(np_dtype: np.dtype, hint: int | None) -> int:
     if hint is not None and dtypes.is_supported(hint) and not dtypes.is_ref(hint):
-        if dtypes.as_numpy_dtype(hint) == array.dtype and hint in _FIELD:
+        if dtypes.as_numpy_dtype(hint) == np_dtype and hint in _FIELD:
             return hint
-    return dtypes.from_numpy(array.dtype)
+    return dtypes.from_numpy(np_dtype)
 
 
 def encode_into(proto: tensor_pb2.TensorProto, array, dtype: int | None = None) -> None:
@@ -217,6 +225,7 @@ def make_tensor_proto(array, dtype: int | None = None) -> tensor_pb2.TensorProto
     return proto
 
 
+@functools.lru_cache(maxsize=4096)  # responses repeat a few (dtype, shape) pairs
 def _header(dtype: int, shape: tuple[int, ...]) -> bytes:
     """Wire bytes of ``dtype`` (field 1) and ``tensor_shape`` (field 2, present even when empty,
     as TF writes it): each dim is ``Dim{size}`` in ``TensorShapeProto.dim`` (field 2)."""

@@ -39,8 +39,10 @@ def out(value, dtype) -> np.ndarray:
 
 def broadcast(x: np.ndarray, y: np.ndarray) -> tuple[int, ...]:
     """The broadcast shape of two operands, or TF's InvalidArgumentError."""
-    if x.shape == y.shape:
+    if x.shape == y.shape or not y.ndim:
         return x.shape
+    if not x.ndim:
+        return y.shape
     try:
         return np.broadcast_shapes(x.shape, y.shape)
     except ValueError:

@@ -7,7 +7,10 @@ lists of 3 values parsed as SparseTensors), in batches of 1 and of 128.
 TensorFlow (oracle venv ``tf221``, a subprocess) builds the parse graph with ``tf.io.parse_example``
 and times ``Session.run`` of it; it also writes that GraphDef, which our ``runtime.Session`` then
 runs on the same serialized batch, so both sides execute the same graph through a session. The
-kernel alone (no session) is timed too. Prints examples/s for each and the ratio ours / TF's.
+kernel alone (no session) is timed too. Prints examples/s for each and the ratio ours / TF's, with
+the machine's load average (the timings are wall-clock: other work on the machine skews both sides).
+Batches of 128 take ``runtime/example_parser.py``'s column-wise fast path; a batch of 1 its general
+path.
 
     python benchmarks/parse_example.py [--seconds 2]
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -127,7 +131,9 @@ def main() -> int:
         fetches = json.loads(Path(f"{folder}/fetches.json").read_text())
     graph = Graph.from_graph_def(graph_def)
     (parse_op,) = [op for op in graph.get_operations() if op.type == "ParseExampleV2"]
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"ParseExampleV2, 20 features per Example ({args.seconds:.0f} s per measurement)")
+    print(f"load average before our side: {load} ({os.cpu_count()} CPUs; TF ran just before)")
     print(f"{'batch':>5} {'TF Session':>14} {'our Session':>14} {'our kernel':>14} {'Session ratio':>14}")
     with Session(graph=graph) as session:
         for b, data in batches.items():

@@ -32,7 +32,9 @@ from runtime import dtypes, errors
 _KIND_OF = {dtypes.DT_FLOAT: "float_list", dtypes.DT_INT64: "int64_list", dtypes.DT_STRING: "bytes_list"}
 _TYPE_OF_KIND = {"float_list": "float", "int64_list": "int64", "bytes_list": "string"}
 _NUMPY = {dtypes.DT_FLOAT: np.float32, dtypes.DT_INT64: np.int64, dtypes.DT_STRING: object}
-_FAST_BATCH = 2  # smaller batches parse as fast generally
+# The batch fast path costs about as much as the general path's parse of 480 (Example, feature)
+# pairs before it parses anything (20 features: batches from 24 Examples on take it).
+_FAST_CELLS = 480
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,8 @@ def parse_examples(serialized: list, names: list, config: Config, scalar: bool =
 
     ``scalar``: the input was one Example (rank 0): outputs lose the batch dimension.
     """
-    if not scalar and len(serialized) >= _FAST_BATCH:
+    features = len(config.dense) + len(config.sparse) + len(config.ragged)
+    if not scalar and len(serialized) * features >= _FAST_CELLS:
         parsed = _parse_fast(serialized, config)
         if parsed is not None:
             return parsed
@@ -337,24 +340,40 @@ def _split_numpy(dtype: int):
 # --------------------------------------------------------------------------------- batch fast path
 #
 # Per-feature work in Python costs more than TF's whole parse, so batches of canonically encoded
-# Examples (what every protobuf serializer writes: one ``features`` field, map entries of key then
-# value, one list per Feature, numeric lists packed) are parsed column-wise instead. upb splits the
-# whole batch, concatenated, into map entries in one call (an Example's ``features`` field merges
-# by concatenation, so the entries come out in order), numpy reads keys and list headers for all
-# entries at once and gathers the values of each kind in one pass. Anything else -- other
-# encodings, malformed bytes, every error -- returns None and the batch takes the general path
-# above, which owns TF's semantics and error texts; the fast path only ever agrees with it.
+# Examples (what protobuf serializers write: one ``features`` field, map entries of key then value
+# with one-byte tags, one list per Feature, numeric lists packed) are parsed column-wise instead,
+# with numpy over the batch's bytes concatenated: the map entries of all Examples are walked in
+# step (one entry of every Example per step), keys are matched through a hash of their bytes, list
+# headers are read for all entries at once and each kind's values are gathered in one pass (the
+# packed bytes of a float list are its little-endian float32s; int64 varints are decoded where
+# each ends; strings are cut out of the buffer, long lists of them split by upb). Anything else --
+# other encodings, malformed bytes, every error -- makes ``_parse_fast`` return None and the batch
+# takes the general path above, which owns TF's semantics and error texts: the fast path only ever
+# agrees with it (tests/runtime/test_parsing_ops.py checks both against each other and TF).
+
+
+_CODE = {dtypes.DT_STRING: 1, dtypes.DT_FLOAT: 2, dtypes.DT_INT64: 3}  # Feature's kind field numbers
+_MULTIPLIERS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93)
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """Key lookup for the fast path: configured keys sorted as numpy bytes, with their slots."""
+    """What the fast path precomputes per Config: a hash table from a key's bytes (read as
+    little-endian 8-byte chunks) to its slot, and each slot's spec; slots number the specs in
+    dense, sparse, ragged order."""
 
-    keys: np.ndarray  # sorted, dtype S<width>
-    lengths: np.ndarray  # byte length of each key
-    slots: np.ndarray  # slot of each key: its position in dense + sparse + ragged order
-    width: int
+    chunks: np.ndarray  # (keys + 1, n) uint64: each key's bytes, zero-padded; last row matches nothing
+    lengths: np.ndarray  # (keys + 1,) each key's byte length; -1 in the last row
+    slots: np.ndarray  # (keys + 1,) each key's slot; -1 in the last row
+    masks: np.ndarray  # (n, 128) uint64: the bytes of chunk j a key of each length covers
+    table: np.ndarray  # hash -> row of ``chunks``; the last row where no key hashes
+    multipliers: np.ndarray  # (n + 1,) uint64: the length's, then each chunk's
+    shift: np.uint64
     specs: tuple  # (family, spec) per slot
+    codes: np.ndarray  # (slots,) the kind each slot expects
+    fixed: tuple  # (kind, stride, slots) per group of fixed-length dense slots alike
+    fixed_slots: np.ndarray  # all fixed-length dense slots
+    fixed_strides: np.ndarray  # and their strides
 
 
 def _plan(config: Config) -> _Plan | None:
@@ -370,50 +389,74 @@ def _plan(config: Config) -> _Plan | None:
             slot_of[key.encode("utf-8")] = first_slot[family] + index
         except UnicodeEncodeError:  # never an Example's key: those are UTF-8
             continue
-    # numpy bytes ignore trailing NULs: keys equal but for those cannot be told apart here.
-    if len({key.rstrip(b"\0") for key in slot_of}) != len(slot_of) or any(len(k) > 127 for k in slot_of):
+    keys = _key_table(list(slot_of))
+    if keys is None:
         return None
-    order = sorted(slot_of)
-    width = max(map(len, order), default=0) or 1
+    fixed_slots = [
+        (_CODE[spec.dtype], spec.stride, slot)
+        for slot, (f, spec) in enumerate(specs)
+        if f == 0 and not spec.variable_length
+    ]
+    fixed: dict[tuple, list] = {}
+    for code, stride, slot in fixed_slots:
+        fixed.setdefault((code, stride), []).append(slot)
     return _Plan(
-        keys=np.array(order or [b""], dtype=f"S{width}"),
-        lengths=np.array([len(k) for k in order] or [-1], dtype=np.int64),
-        slots=np.array([slot_of[k] for k in order] or [-1], dtype=np.int64),
-        width=width,
+        **keys,
+        slots=np.array(list(slot_of.values()) + [-1], dtype=np.int64),
         specs=tuple(specs),
+        codes=np.array([_CODE[spec.dtype] for _, spec in specs], dtype=np.int64),
+        fixed=tuple((code, stride, np.array(s)) for (code, stride), s in fixed.items()),
+        fixed_slots=np.array([s for _, _, s in fixed_slots], dtype=np.int64),
+        fixed_strides=np.array([s for _, s, _ in fixed_slots], dtype=np.int64).reshape(-1, 1),
     )
 
 
-@functools.cache
-def _features_view():
-    """``Example`` with its map entries left as bytes: message ExampleView { FeaturesView features = 1; },
-    FeaturesView { repeated bytes feature = 1; } (a map is a repeated entry message on the wire)."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+def _key_table(keys: list[bytes]) -> dict | None:
+    """``_Plan``'s key fields for ``keys``; None for keys of 128 bytes or more (two-byte lengths)."""
+    if any(len(k) > 127 for k in keys):
+        return None
+    n = max(1, -(-max(map(len, keys), default=1) // 8))
+    chunks = np.zeros((len(keys) + 1, n), dtype=np.uint64)
+    for row, key in enumerate(keys):
+        padded = key.ljust(8 * n, b"\0")
+        chunks[row] = [int.from_bytes(padded[8 * j : 8 * j + 8], "little") for j in range(n)]
+    lengths = np.array([len(k) for k in keys] + [-1], dtype=np.int64)
+    covered = np.clip(np.arange(128)[None, :] - 8 * np.arange(n)[:, None], 0, 8)
+    masks = np.array([[(1 << (8 * int(c))) - 1 for c in row] for row in covered], dtype=np.uint64)
+    multipliers = np.array([_MULTIPLIERS[j % 4] ^ j for j in range(n + 1)], dtype=np.uint64)
+    smallest = max(4, (4 * len(keys)).bit_length())
+    for bits in range(smallest, smallest + 8):  # widen the table until the keys do not collide
+        shift = np.uint64(64 - bits)
+        hashes = _hash(lengths[:-1], chunks[:-1].T, multipliers, shift)
+        if len(set(hashes.tolist())) == len(keys):
+            table = np.full(1 << bits, len(keys), dtype=np.int64)
+            table[hashes] = np.arange(len(keys))
+            return dict(chunks=chunks, lengths=lengths, masks=masks, table=table, multipliers=multipliers,
+                        shift=shift)  # fmt: skip
+    return None
 
-    file = descriptor_pb2.FileDescriptorProto(name="example_view.proto", package="example_view")
-    T = descriptor_pb2.FieldDescriptorProto
-    file.message_type.add(name="FeaturesView").field.add(
-        name="feature", number=1, type=T.TYPE_BYTES, label=T.LABEL_REPEATED
-    )
-    file.message_type.add(name="ExampleView").field.add(
-        name="features",
-        number=1,
-        type=T.TYPE_MESSAGE,
-        label=T.LABEL_OPTIONAL,
-        type_name=".example_view.FeaturesView",
-    )
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("example_view.ExampleView"))
+
+def _hash(lengths: np.ndarray, chunks, multipliers: np.ndarray, shift: np.uint64) -> np.ndarray:
+    h = lengths.astype(np.uint64) * multipliers[0]
+    for j, chunk in enumerate(chunks):
+        h ^= chunk * multipliers[j + 1]
+        h ^= h >> np.uint64(29)
+    return (h * multipliers[0]) >> shift
+
+
+_PADDING = bytes(2048)  # past the batch: room for any read past an end (see ``_walk``)
 
 
 class _Irregular(Exception):
     """The batch is not in the fast path's canonical encoding (or is invalid): parse it generally."""
 
 
-def _require(condition) -> None:
-    if not np.all(condition):
+def _require(condition: np.ndarray) -> None:
+    if not _ALL(condition, axis=None):
         raise _Irregular
+
+
+_ALL = np.logical_and.reduce  # ndarray.all, without its Python-level wrapper
 
 
 def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -430,6 +473,8 @@ def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _varint_size(value: np.ndarray) -> np.ndarray:
+    if len(value) == 0 or value.max() < 128:
+        return 1
     return 1 + (value >= 1 << 7) + (value >= 1 << 14) + (value >= 1 << 21) + (value >= 1 << 28)
 
 
@@ -440,54 +485,99 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def _entries(serialized: list) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(buffer, example index, start, end) of every map entry of every Example, in order; ``buffer``
-    is the batch concatenated, zero-padded so that reads past any end (a key's length at most) stay inside."""
+    """(buffer, example index, start, end) of the data of every map entry of every Example;
+    ``buffer`` is the batch concatenated, zero-padded so that reads past any end stay inside."""
     try:
         joined = b"".join(serialized)
-        entries = _features_view().FromString(joined).features.feature
-    except (DecodeError, TypeError):
+    except TypeError:
         raise _Irregular from None
     batch = len(serialized)
-    buf = np.frombuffer(joined + bytes(256), dtype=np.uint8)
+    buf = np.frombuffer(joined + _PADDING, dtype=np.uint8)
     sizes = np.fromiter(map(len, serialized), np.int64, batch)
-    starts = np.cumsum(sizes) - sizes
+    stop = np.cumsum(sizes)
+    example = np.flatnonzero(sizes)
     # Each non-empty Example is exactly one ``features`` field: tag, length, payload.
-    present = sizes > 0
-    _require(buf[starts[present]] == 0x0A)
-    payload, header = _varints(buf, starts[present] + 1)
-    _require(1 + header + payload == sizes[present])
-    payload_sizes = np.zeros(batch, dtype=np.int64)
-    payload_sizes[present] = payload
-    payload_starts = starts.copy()
-    payload_starts[present] += 1 + header
-    lengths = np.fromiter(map(len, entries), np.int64, len(entries))
-    # The entries, each tag (one byte), length and data, must tile each Example's payload.
-    encoded = 1 + _varint_size(lengths) + lengths
-    counts = _tiled(np.cumsum(encoded), payload_sizes)
-    example = np.repeat(np.arange(batch), counts)
-    offsets = np.cumsum(encoded) - encoded  # in the payloads' concatenation
-    data = (
-        offsets + (payload_starts - (np.cumsum(payload_sizes) - payload_sizes))[example] + encoded - lengths
-    )
-    return buf, example, data, data + lengths
+    pos = (stop - sizes)[example]
+    _require(buf[pos] == 0x0A)
+    payload, header = _varints(buf, pos + 1)
+    pos += 1 + header
+    stop = stop[example]
+    _require(pos + payload == stop)
+    filled = payload > 0
+    if not filled.all():
+        example, pos, stop = example[filled], pos[filled], stop[filled]
+    # The map entries, each a tag, a length and data, must tile the payload: walk all Examples in
+    # step, one entry each per step.
+    walked = _walk(buf, pos, stop)
+    if walked is None:
+        walked = _walk_exact(buf, pos, stop)
+    counts, tag, data, end = walked
+    _require(buf[tag] == 0x0A)
+    return buf, np.repeat(example, counts), data, end
 
 
-def _match(buf: np.ndarray, data: np.ndarray, plan: _Plan) -> np.ndarray:
-    """Slot of each entry's key (-1: not configured); the key field must come first."""
+def _walk(buf: np.ndarray, pos: np.ndarray, stop: np.ndarray) -> tuple | None:
+    """``_walk_exact`` for entries under 128 bytes (one-byte lengths), else None: a table of steps
+    whose entries at the Examples' ends are 0, so that finished Examples wait there."""
+    step = np.add(buf[1:], 2, dtype=np.int32)
+    step[stop] = 0
+    seen = [pos]
+    while True:
+        for _ in range(4):
+            pos = pos + step[pos]
+            seen.append(pos)
+        if (pos == stop).all():
+            break
+        if not (pos <= stop).all():  # past its end (or a longer length): 4 steps stay in the padding
+            return None
+    tags = np.stack(seen[:-1], axis=1)  # (examples, steps): each Example's entries in order
+    inside = tags < stop[:, None]
+    tag = tags[inside]
+    if buf[tag + 1].max(initial=0) >= 128:
+        return None
+    data = tag + 2
+    return inside.sum(axis=1), tag, data, data + buf[tag + 1]
+
+
+def _walk_exact(buf: np.ndarray, pos: np.ndarray, stop: np.ndarray) -> tuple:
+    """(entries per Example, tag, data start, data end of each entry), Example by Example."""
+    found = []
+    examples = len(pos)
+    index = np.arange(examples)
+    while len(pos):
+        length, header = _varints(buf, pos + 1)
+        data = pos + 1 + header
+        found.append((index, pos, data, data + length))
+        pos = data + length
+        more = pos < stop
+        if not more.all():
+            _require(pos[~more] == stop[~more])
+            index, pos, stop = index[more], pos[more], stop[more]
+    if not found:
+        return (np.zeros(0, np.int64),) * 4
+    index, tag, data, end = (np.concatenate(column) for column in zip(*found))
+    order = np.argsort(index, kind="stable")
+    return np.bincount(index, minlength=examples), tag[order], data[order], end[order]
+
+
+def _match(buf: np.ndarray, data: np.ndarray, plan: _Plan) -> tuple[np.ndarray, np.ndarray]:
+    """Slot of each entry's key (-1: not configured) and where its value field starts; the key
+    field must come first."""
     _require(buf[data] == 0x0A)
     lengths = buf[data + 1].astype(np.int64)
     _require(lengths < 128)
-    columns = np.arange(plan.width)
-    window = buf[(data + 2)[:, None] + columns]
-    window[columns >= lengths[:, None]] = 0
-    keys = window.view(plan.keys.dtype).reshape(-1)
-    at = np.minimum(np.searchsorted(plan.keys, keys), len(plan.keys) - 1)
-    found = (plan.keys[at] == keys) & (plan.lengths[at] == lengths)
-    slots = np.where(found, plan.slots[at], -1)
+    words = np.ndarray(shape=(len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))  # unaligned
+    start = data + 2
+    chunks = [words[start + 8 * j] & plan.masks[j][lengths] for j in range(len(plan.masks))]
+    row = plan.table[_hash(lengths, chunks, plan.multipliers, plan.shift)]
+    found = plan.lengths[row] == lengths
+    for j, chunk in enumerate(chunks):
+        found &= plan.chunks[row, j] == chunk
+    slots = np.where(found, plan.slots[row], -1)
     unmatched = np.flatnonzero(~found)
     if len(unmatched):  # proto3 map keys must be UTF-8: ASCII passes, anything else goes generally
-        _require(buf[_ranges(data[unmatched] + 2, lengths[unmatched])] < 0x80)
-    return slots, data + 2 + lengths
+        _require(buf[_ranges(start[unmatched], lengths[unmatched])] < 0x80)
+    return slots, start + lengths
 
 
 def _lists(buf: np.ndarray, value: np.ndarray, end: np.ndarray) -> tuple:
@@ -499,18 +589,22 @@ def _lists(buf: np.ndarray, value: np.ndarray, end: np.ndarray) -> tuple:
     _require(feature + size == end)
     kind = np.zeros(len(value), dtype=np.int64)
     start = end.copy()
-    has = np.flatnonzero(size > 0)
-    tag = buf[feature[has]].astype(np.int64)
+    has = np.flatnonzero(size)
+    feature, end = feature[has], end[has]
+    tag = buf[feature]
     _require((tag == 0x0A) | (tag == 0x12) | (tag == 0x1A))
-    kind[has] = tag >> 3
-    size, header = _varints(buf, feature[has] + 1)
-    start[has] = feature[has] + 1 + header
-    _require(start[has] + size == end[has])
-    packed = has[(kind[has] > 1) & (size > 0)]
-    _require(buf[start[packed]] == 0x0A)
-    size, header = _varints(buf, start[packed] + 1)
-    start[packed] += 1 + header
-    _require(start[packed] + size == end[packed])
+    kinds = tag >> 3
+    size, header = _varints(buf, feature + 1)
+    listed = feature + 1 + header
+    _require(listed + size == end)
+    packed = np.flatnonzero((kinds > 1) & (size > 0))
+    at, end = listed[packed], end[packed]
+    _require(buf[at] == 0x0A)
+    size, header = _varints(buf, at + 1)
+    listed[packed] = at + 1 + header
+    _require(listed[packed] + size == end)
+    kind[has] = kinds
+    start[has] = listed
     return kind, start
 
 
@@ -539,6 +633,58 @@ def _int64s(buf, start, end) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _bytes(buf, start, end) -> tuple[np.ndarray, np.ndarray]:
+    walked = _walk_strings(buf, start, end)
+    if walked is None:
+        return _bytes_by_upb(buf, start, end)
+    counts, data, lengths = walked
+    return _strings(buf, data, lengths), counts
+
+
+def _walk_strings(buf, start, end, most: int = 8) -> tuple | None:
+    """(strings per list, start and length of each string) for lists of at most ``most`` strings
+    each under 128 bytes, walked in step; None for any other lists."""
+    index = np.flatnonzero(end > start)
+    pos, stop = start[index], end[index]
+    found = []
+    while len(pos):
+        if len(found) == most:
+            return None
+        length = buf[pos + 1]
+        found.append((index, pos, length))
+        pos = pos + 2 + length
+        more = pos < stop
+        if not more.all():
+            if not (pos[~more] == stop[~more]).all():
+                return None
+            index, pos, stop = index[more], pos[more], stop[more]
+    if not found:
+        return np.zeros(len(start), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    index, tag, length = (np.concatenate(column) for column in zip(*found))
+    if length.max() >= 128 or not (buf[tag] == 0x0A).all():
+        return None
+    order = np.argsort(index, kind="stable")
+    return np.bincount(index, minlength=len(start)), tag[order] + 2, length[order].astype(np.int64)
+
+
+def _strings(buf: np.ndarray, data: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The strings at [data, data + length) as an object array of bytes."""
+    out = np.empty(len(data), dtype=object)
+    width = int(lengths.max(initial=0))
+    # Short strings in one numpy bytes array, converted at once; numpy drops trailing NULs.
+    if width <= 32 and not (buf[data + lengths - 1] == 0)[lengths > 0].any():
+        width = max(width, 1)
+        columns = np.arange(width)
+        window = buf[data[:, None] + columns]
+        window[columns >= lengths[:, None]] = 0
+        out[:] = window.view(f"S{width}").reshape(-1).astype(object)
+        return out
+    raw = buf.tobytes()
+    out[:] = [raw[a:b] for a, b in zip(data.tolist(), (data + lengths).tolist())]
+    return out
+
+
+def _bytes_by_upb(buf, start, end) -> tuple[np.ndarray, np.ndarray]:
+    """Any lists of strings: split by upb, concatenated; counted by where each string ends."""
     from apis.tensorflow.core.example import feature_pb2
 
     sizes = end - start
@@ -557,7 +703,8 @@ def _tiled(item_ends: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     range must end where an item does (no item straddles two ranges) and the totals must agree."""
     bounds = np.cumsum(sizes)
     total = int(bounds[-1]) if len(bounds) else 0
-    _require(total == (int(item_ends[-1]) if len(item_ends) else 0))
+    if total != (int(item_ends[-1]) if len(item_ends) else 0):
+        raise _Irregular
     filled = bounds[sizes > 0]
     at = np.minimum(np.searchsorted(item_ends, filled), max(len(item_ends) - 1, 0))
     _require(item_ends[at] == filled)
@@ -569,7 +716,7 @@ def _tiled(item_ends: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 def _parse_fast(serialized: list, config: Config) -> tuple | None:
     """``parse_examples`` of a batch (not a scalar) in the canonical encoding; None otherwise."""
     plan = config.fast_plan
-    if plan is None:
+    if plan is None or not serialized:
         return None
     try:
         buf, example, data, end = _entries(serialized)
@@ -582,35 +729,52 @@ def _parse_fast(serialized: list, config: Config) -> tuple | None:
         columns = {}
         for code, decode in ((1, _bytes), (2, _floats), (3, _int64s)):
             mine = np.flatnonzero(kind == code)
-            columns[code], count[mine] = decode(buf, start[mine], end[mine])
-            first[mine] = np.cumsum(count[mine]) - count[mine]
+            columns[code], counts = decode(buf, start[mine], end[mine])
+            count[mine] = counts
+            first[mine] = np.cumsum(counts) - counts
         return _outputs(len(serialized), plan, example, slots, kind, count, first, columns)
-    except _Irregular:
+    except (_Irregular, IndexError, ValueError):  # reads are bounded; should one not be, parse generally
         return None
-
-
-_CODE = {dtypes.DT_STRING: 1, dtypes.DT_FLOAT: 2, dtypes.DT_INT64: 3}
 
 
 def _outputs(batch, plan, example, slots, kind, count, first, columns) -> tuple:
     matched = np.flatnonzero(slots >= 0)
     cells = slots[matched] * batch + example[matched]
-    entry_of = np.full(len(plan.specs) * batch, -1, dtype=np.int64)
+    entry_of = np.full(len(plan.specs) * batch, -1, dtype=np.int64)  # -1: the "no entry" entry
     entry_of[cells] = matched
     _require(entry_of[cells] == matched)  # a key twice in one Example: the last wins, generally
+    kinds = kind[entry_of].reshape(-1, batch)
+    present = kinds == plan.codes[:, None]
+    _require(present | (kinds == 0))  # the general path words the type error
+    counts = count[entry_of].reshape(-1, batch)
+    firsts = first[entry_of].reshape(-1, batch)
+    fixed = plan.fixed_slots
+    _require(~present[fixed] | (counts[fixed] == plan.fixed_strides))  # else a size error
+    outputs = [None] * len(plan.specs)
+    complete = present.all(axis=1).tolist()
+    for code, stride, group in plan.fixed:
+        at = firsts[group] if stride == 1 else firsts[group][..., None] + np.arange(stride)
+        values = _column(columns[code], stride)[at]
+        for row, slot in enumerate(group.tolist()):
+            spec = plan.specs[slot][1]
+            if not complete[slot]:
+                if not spec.default.size:
+                    raise _Irregular  # required: the general path words the error
+                missing = ~present[slot]
+                values[row][missing] = spec.default.reshape(-1) if stride > 1 else spec.default.reshape(-1)[0]
+            outputs[slot] = values[row].reshape(batch, *spec.shape)
     groups = ([], [], [])
     for slot, (family, spec) in enumerate(plan.specs):
-        entries = entry_of[slot * batch : (slot + 1) * batch]
-        code = _CODE[spec.dtype]
-        kinds = kind[entries]
-        _require((kinds == 0) | (kinds == code))  # the general path words the type error
-        counts, firsts, flat = count[entries], first[entries], columns[code]
+        flat = columns[plan.codes[slot]]
         if family == 0:
-            groups[0].append(_fast_dense(spec, batch, kinds == code, counts, firsts, flat))
+            if outputs[slot] is None:
+                outputs[slot] = _fast_padded(spec, batch, counts[slot], firsts[slot], flat)
+            out = outputs[slot]
         elif family == 1:
-            groups[1].append(_fast_sparse(spec, batch, counts, firsts, flat))
+            out = _fast_sparse(spec, batch, counts[slot], firsts[slot], flat)
         else:
-            groups[2].append(_fast_ragged(spec, batch, counts, firsts, flat))
+            out = _fast_ragged(spec, batch, counts[slot], firsts[slot], flat)
+        groups[family].append(out)
     sparse, ragged = groups[1], groups[2]
     return (
         [s[0] for s in sparse],
@@ -622,37 +786,37 @@ def _outputs(batch, plan, example, slots, kind, count, first, columns) -> tuple:
     )
 
 
-def _fast_dense(spec: DenseSpec, batch: int, present, counts, firsts, flat) -> np.ndarray:
+def _column(flat: np.ndarray, stride: int) -> np.ndarray:
+    """A kind's values, at least ``stride`` of them, so that a row of "no entry" (first value 0)
+    can index it too (before the default replaces it)."""
+    if len(flat) >= stride:
+        return flat
+    return np.concatenate([flat, np.zeros(stride - len(flat), dtype=flat.dtype)])
+
+
+def _fast_padded(spec: DenseSpec, batch: int, counts, firsts, flat) -> np.ndarray:
+    """A variable-length dense feature: rows padded to the longest with the default."""
     stride = spec.stride
-    if spec.variable_length:
-        _require(counts % stride == 0)
-        width = int(counts.max()) if batch else 0
-        out = np.empty((batch, width), dtype=_NUMPY[spec.dtype])
-        if spec.default.size:
-            out[...] = spec.default.reshape(-1)[0]
-        else:
-            out[...] = b"" if spec.dtype == dtypes.DT_STRING else 0
-        out.reshape(-1)[_ranges(np.arange(batch) * width, counts)] = flat[_ranges(firsts, counts)]
-        return out.reshape(batch, width // stride, *spec.shape[1:])
-    _require(counts[present] == stride)
-    at = firsts[:, None] + np.arange(stride) if stride > 1 else firsts
-    if present.all():
-        out = flat[at]
+    _require(counts % stride == 0)
+    width = int(counts.max()) if batch else 0
+    out = np.empty((batch, width), dtype=_NUMPY[spec.dtype])
+    if spec.default.size:
+        out[...] = spec.default.reshape(-1)[0]
     else:
-        _require(spec.default.size)  # required: the general path words the error
-        out = np.empty((batch, stride) if stride > 1 else batch, dtype=_NUMPY[spec.dtype])
-        out[present] = flat[at[present]]
-        out[~present] = spec.default.reshape(-1) if stride > 1 else spec.default.reshape(-1)[0]
-    return out.reshape(batch, *spec.shape)
+        out[...] = b"" if spec.dtype == dtypes.DT_STRING else 0
+    out.reshape(-1)[_ranges(np.arange(batch) * width, counts)] = flat[_ranges(firsts, counts)]
+    return out.reshape(batch, width // stride, *spec.shape[1:])
 
 
 def _fast_sparse(spec: SparseSpec, batch: int, counts, firsts, flat) -> tuple:
-    total = int(counts.sum())
+    ends = np.cumsum(counts)
+    total = int(ends[-1])
     indices = np.empty((total, 2), dtype=np.int64)
-    indices[:, 0] = np.repeat(np.arange(batch, dtype=np.int64), counts)
-    indices[:, 1] = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    longest = int(counts.max()) if batch else 0
-    return indices, flat[_ranges(firsts, counts)], np.array([batch, longest], np.int64)
+    rows = np.repeat(np.arange(batch, dtype=np.int64), counts)
+    indices[:, 0] = rows
+    indices[:, 1] = np.arange(total, dtype=np.int64) - (ends - counts)[rows]
+    values = flat[firsts[rows] + indices[:, 1]]
+    return indices, values, np.array([batch, counts.max()], np.int64)
 
 
 def _fast_ragged(spec: RaggedSpec, batch: int, counts, firsts, flat) -> tuple:

@@ -107,18 +107,16 @@ def parse_example_v2(
         tuple(tuple(s) if s is not None else None for s in dense_shapes),
         tuple(_content(d) for d in dense_defaults),
     )
-    config = _CONFIGS.get(key)
-    if config is None:
-        config = Config(
+    config = _cached_config(
+        key,
+        lambda: Config(
             dense=_dense_specs(list(key[1]), dense_defaults, list(Tdense), list(dense_shapes)),
             sparse=tuple(SparseSpec(k, t) for k, t in zip(key[0], sparse_types)),
             ragged=tuple(
                 RaggedSpec(k, t, s) for k, t, s in zip(key[2], ragged_value_types, ragged_split_types)
             ),
-        )
-        if len(_CONFIGS) >= _MAX_CONFIGS:
-            _CONFIGS.clear()
-        _CONFIGS[key] = config
+        ),
+    )
     return tuple(x for group in parse_examples(batch, names, config, scalar) for x in group)
 
 
@@ -126,6 +124,16 @@ def parse_example_v2(
 # on every request, and building a Config costs as much as parsing one Example.
 _CONFIGS: dict[tuple, Config] = {}
 _MAX_CONFIGS = 64
+
+
+def _cached_config(key: tuple, build) -> Config:
+    config = _CONFIGS.get(key)
+    if config is None:
+        config = build()
+        if len(_CONFIGS) >= _MAX_CONFIGS:
+            _CONFIGS.clear()
+        _CONFIGS[key] = config
+    return config
 
 
 def _content(value) -> tuple:
@@ -142,11 +150,23 @@ def parse_example(
     batch, names, scalar = _batch(serialized, names)
     if scalar:
         raise errors.InvalidArgumentError(None, None, "Expected serialized to be a vector, got shape: []")
-    config = Config(
-        dense=_dense_specs(
-            [_strings(k)[0] for k in dense_keys], list(dense_defaults), list(Tdense), list(dense_shapes)
+    dense = tuple(_strings(k)[0] for k in dense_keys)
+    sparse = tuple(_strings(k)[0] for k in sparse_keys)
+    key = (
+        "ParseExample",
+        dense,
+        sparse,
+        tuple(Tdense),
+        tuple(sparse_types),
+        tuple(tuple(s) if s is not None else None for s in dense_shapes),
+        tuple(_content(d) for d in dense_defaults),
+    )
+    config = _cached_config(
+        key,
+        lambda: Config(
+            dense=_dense_specs(list(dense), list(dense_defaults), list(Tdense), list(dense_shapes)),
+            sparse=tuple(SparseSpec(k, t) for k, t in zip(sparse, sparse_types)),
         ),
-        sparse=tuple(SparseSpec(_strings(k)[0], t) for k, t in zip(sparse_keys, sparse_types)),
     )
     groups = parse_examples(batch, names, config, False)
     return tuple(x for group in groups[:4] for x in group)

@@ -376,3 +376,206 @@ def test_tables_serve_concurrent_lookups() -> None:
         for thread in threads:
             thread.join()
     assert not failures
+
+
+# --------------------------------------------------------------------------------- batch fast path
+
+# ``example_parser`` parses batches of canonically encoded Examples column-wise and hands anything
+# else to its general path; both must agree on every output and every error, word for word.
+
+_LONG = "a_feature_key_longer_than_sixteen_bytes"
+
+
+def _fast_config():
+    from runtime.example_parser import Config, DenseSpec, RaggedSpec, SparseSpec
+
+    f32, i64, s = dtypes.DT_FLOAT, dtypes.DT_INT64, dtypes.DT_STRING
+    return Config(
+        dense=(
+            DenseSpec("f", f32, (), np.array(-1.0, np.float32)),
+            DenseSpec("v", f32, (3,), np.zeros(0, np.float32)),  # required
+            DenseSpec("i", i64, (1,), np.array([7], np.int64)),
+            DenseSpec("m", i64, (2, 2), np.arange(4, dtype=np.int64).reshape(2, 2)),
+            DenseSpec("s", s, (), np.array(b"none", dtype=object)),
+            DenseSpec("pf", f32, (None,), np.array(0.5, np.float32)),
+            DenseSpec("pi", i64, (None, 2), np.array(-1, np.int64)),
+            DenseSpec("ps", s, (None,), np.array(b"pad", dtype=object)),
+            DenseSpec(_LONG, f32, (2,), np.array([1.0, 2.0], np.float32)),
+        ),
+        sparse=(SparseSpec("sf", f32), SparseSpec("si", i64), SparseSpec("ss", s)),
+        ragged=(RaggedSpec("ri", i64, dtypes.DT_INT32), RaggedSpec("rs", s, dtypes.DT_INT64)),
+    )
+
+
+_SIZES = {"f": 1, "v": 3, "i": 1, "m": 4, "s": 1, _LONG: 2}
+_KINDS = {"f": "float", "v": "float", "i": "int64", "m": "int64", "s": "bytes", "pf": "float",
+          "pi": "int64", "ps": "bytes", _LONG: "float", "sf": "float", "si": "int64", "ss": "bytes",
+          "ri": "int64", "rs": "bytes"}  # fmt: skip
+
+
+def _values(rng, kind: str, count: int) -> list:
+    if kind == "float":
+        return rng.normal(size=count).astype(np.float32).tolist()
+    if kind == "int64":  # negative values take ten-byte varints
+        return [int(v) for v in rng.integers(-(2**63), 2**63 - 1, size=count, dtype=np.int64)]
+    return [
+        bytes(rng.integers(0, 256, size=int(rng.integers(0, 200))).astype(np.uint8)) for _ in range(count)
+    ]
+
+
+def _random_example(rng, odd: float) -> bytes:
+    """An Example of the fast config's features; with probability ``odd`` per choice, something the
+    fast path does not take: other encodings, wrong types or sizes, missing, duplicate or extra keys."""
+    entries = []
+    for key, kind in _KINDS.items():
+        roll = rng.random()
+        if roll < odd:
+            continue  # missing
+        count = _SIZES.get(key) or int(rng.integers(0, 40)) * (2 if key == "pi" else 1)
+        if roll < 2 * odd:
+            count += 1  # wrong size for fixed-length features
+        use = kind if rng.random() >= odd else str(rng.choice(["float", "int64", "bytes", "none"]))
+        packed = rng.random() >= odd
+        entries.append((key, breadth_records.feature(_values(rng, use, count), kind=use, packed=packed)))
+    if rng.random() < odd:
+        entries.append((str(rng.choice(["extra", "ключ", "x" * 20])), breadth_records.feature([1.5])))
+    if rng.random() < odd and entries:
+        entries.append(entries[int(rng.integers(0, len(entries)))])  # a duplicate key: the last wins
+    rng.shuffle(entries)
+    data = breadth_records.example_entries(entries)
+    if rng.random() < odd / 2:
+        data += b"\x10\x05"  # an unknown varint field
+    if rng.random() < odd / 4:
+        data = data[: int(rng.integers(0, len(data) + 1))]
+    return data if rng.random() >= odd / 4 else b""
+
+
+def _both_paths(batch: list, config, monkeypatch) -> tuple:
+    from runtime import example_parser
+
+    results = []
+    for threshold in (0, 10**9):  # the fast path (when it takes the batch), then the general one
+        monkeypatch.setattr(example_parser, "_FAST_CELLS", threshold)
+        try:
+            results.append(example_parser.parse_examples(batch, [], config))
+        except errors.OpError as error:
+            results.append((type(error), str(error)))
+    return results
+
+
+def _assert_identical(fast, general, where: str) -> None:
+    if isinstance(general, tuple) and general and isinstance(general[0], type):
+        assert fast == general, where
+        return
+    flat_fast = [a for group in fast for a in group]
+    flat_general = [a for group in general for a in group]
+    assert len(flat_fast) == len(flat_general), where
+    for index, (a, b) in enumerate(zip(flat_fast, flat_general)):
+        assert (a.dtype, a.shape) == (b.dtype, b.shape), f"{where} output {index}"
+        assert a.tolist() == b.tolist(), f"{where} output {index}"
+
+
+@pytest.mark.parametrize("odd", [0.0, 0.02, 0.1, 0.3])
+def test_fast_path_agrees_with_general_path(odd, monkeypatch) -> None:
+    from runtime import example_parser
+
+    rng = np.random.default_rng(int(odd * 1000))
+    config = _fast_config()
+    taken = 0
+    for trial in range(60):
+        batch = [_random_example(rng, odd) for _ in range(int(rng.integers(2, 40)))]
+        fast, general = _both_paths(batch, config, monkeypatch)
+        _assert_identical(fast, general, f"odd={odd} trial={trial}")
+        taken += example_parser._parse_fast(batch, config) is not None
+    if odd == 0.0:
+        assert taken == 60  # canonical batches all take the fast path
+
+
+_V = ("v", breadth_records.feature([1.0, 2.0, 3.0]))  # the config's required feature
+
+_EDGE_BATCHES = {  # name -> (batch, whether the fast path takes it)
+    "features without a kind": ([breadth_records.example_entries([_V, ("f", b""), (_LONG, b""), ("ss", b"")])] * 2, True),
+    "an empty example": ([b"", breadth_records.ex(f=1.0, v=[1.0, 2.0, 3.0])], False),  # v is required
+    "only the required feature": ([breadth_records.example_entries([_V])] * 3, True),
+    "one float in all": ([breadth_records.ex(v=[1.0, 2.0, 3.0], sf=[0.5])] * 2, True),
+    "empty lists": (
+        [breadth_records.example_entries(
+            [_V] + [(k, breadth_records.feature([], kind=_KINDS[k])) for k in ("ri", "rs", "ss", "sf", "pi")]
+        )] * 2,
+        True,
+    ),
+    "long lists and strings": ([breadth_records.ex(v=[1.0, 2.0, 3.0], pf=[0.25] * 100, ps=["x" * 300])] * 2, True),
+    "strings ending in NUL": ([breadth_records.ex(v=[1.0, 2.0, 3.0], s="a\0", ss=["\0", "b\0\0"])] * 2, True),
+    "unpacked and packed": (
+        [breadth_records.example_entries([("v", breadth_records.feature([1.0, 2.0, 3.0], packed=p))])
+         for p in (True, False)],
+        False,
+    ),
+    "non-ASCII key": ([breadth_records.ex(v=[1.0, 2.0, 3.0], ключ=1)] * 2, False),
+    "missing required": ([breadth_records.ex(f=1.0)] * 2, False),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(_EDGE_BATCHES))
+def test_fast_path_agrees_on_edge_batches(name, monkeypatch) -> None:
+    from runtime import example_parser
+
+    batch, fast_path = _EDGE_BATCHES[name]
+    assert (example_parser._parse_fast(batch, _fast_config()) is not None) == fast_path
+    fast, general = _both_paths(batch, _fast_config(), monkeypatch)
+    _assert_identical(fast, general, name)
+
+
+def test_fast_path_takes_what_serializers_write() -> None:
+    """Examples built with the generated classes (packed lists, one features field) go fast."""
+    from apis.tensorflow.core.example import example_pb2
+    from runtime import example_parser
+
+    examples = []
+    for i in range(8):
+        example = example_pb2.Example()
+        example.features.feature["f"].float_list.value.append(i / 2)
+        example.features.feature["v"].float_list.value.extend([i, -i, 0.25])
+        example.features.feature["i"].int64_list.value.append(-i)
+        example.features.feature["ri"].int64_list.value.extend(range(i))
+        example.features.feature["s"].bytes_list.value.append(b"x" * i)
+        examples.append(example.SerializeToString())
+    config = _fast_config()
+    fast = example_parser._parse_fast(examples, config)
+    assert fast is not None
+    dense = fast[3]
+    assert dense[0].tolist() == [i / 2 for i in range(8)]
+    assert dense[2].tolist() == [[-i] for i in range(8)]
+    assert dense[4].tolist() == [b"x" * i for i in range(8)]
+    assert fast[5][0].tolist() == [sum(range(i)) for i in range(9)]
+
+
+@pytest.mark.parametrize(
+    "record", [r for r in PARSING if r.op in ("ParseExample", "ParseExampleV2")], ids=lambda r: r.name
+)
+def test_parsing_record_on_general_path(record, monkeypatch) -> None:
+    """TF's records, through the general path only (small batches take it anyway)."""
+    from runtime import example_parser
+
+    monkeypatch.setattr(example_parser, "_FAST_CELLS", 10**9)
+    check_record(record)
+
+
+def test_parsing_records_exercise_the_fast_path(monkeypatch) -> None:
+    """TF's records again, every batch offered to the fast path: those it takes must match TF's."""
+    from runtime import example_parser
+
+    monkeypatch.setattr(example_parser, "_FAST_CELLS", 0)
+    taken = []
+    original = example_parser._parse_fast
+
+    def spy(serialized, config):
+        result = original(serialized, config)
+        taken.append(result is not None)
+        return result
+
+    monkeypatch.setattr(example_parser, "_parse_fast", spy)
+    for record in PARSING:
+        if record.op in ("ParseExample", "ParseExampleV2"):
+            check_record(record)
+    assert sum(taken) >= 8, taken

@@ -6,6 +6,8 @@ Slicing, gathering and scattering (the index-valued half of TF's array ops) live
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from runtime import dtypes
@@ -63,12 +65,12 @@ def reshape(tensor, shape):
         if d < -1:
             raise invalid(f"Size {i} must be non-negative, not {d}")
     # As TF's ReshapeOp: zero-sized dims are left out of both products so that -1 still infers.
-    product = int(np.prod([d for d in dims if d > 0], dtype=np.int64))
+    product = math.prod(d for d in dims if d > 0)
     if unknown:
         has_zero = 0 in dims
         counted = [d for d in tensor.shape if d > 0 or not has_zero]
         input_has_zero = len(counted) != tensor.ndim
-        elements = int(np.prod(counted, dtype=np.int64))
+        elements = math.prod(counted)
         missing = elements // product if product else 0
         if not input_has_zero and elements != product * missing:
             raise invalid(
@@ -76,7 +78,7 @@ def reshape(tensor, shape):
                 f"requires a multiple of {product}"
             )
         dims[unknown[0]] = missing
-    requested = int(np.prod(dims, dtype=np.int64))
+    requested = math.prod(dims)
     if requested != tensor.size:
         raise invalid(
             f"Input to reshape is a tensor with {tensor.size} values, but the requested shape has {requested}"

@@ -12,21 +12,13 @@ import numpy as np
 
 from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from apis.tensorflow_serving.apis import classification_pb2
-from runtime import dtypes, errors
+from runtime import errors
 from serving import signatures, tensor_codec
 
 
 def classify(core, request: classification_pb2.ClassificationRequest, deadline: float | None = None):
     """Run one ClassificationRequest; returns a ClassificationResponse."""
-    if not request.HasField("model_spec"):
-        raise errors.InvalidArgumentError(None, None, "Missing ModelSpec")
-    with signatures.servable(core, request.model_spec) as servable:
-        return run_classify(
-            servable,
-            request,
-            signatures.run_options(deadline),
-            method_name_check=signatures.method_name_check(core),
-        )
+    return signatures.serve_examples(core, request, deadline, run_classify)
 
 
 def run_classify(
@@ -40,37 +32,26 @@ def run_classify(
     signature = get_classification_signature(
         signatures.signature_defs(servable), request.model_spec, method_name_check=method_name_check
     )
-    signatures.check_available(servable, signatures.signature_name(request.model_spec))
-    response = classification_pb2.ClassificationResponse()
-    signatures.set_model_spec(
-        response.model_spec,
-        request.model_spec.name,
-        request.model_spec.signature_name,
-        servable.version,
+    return signatures.run_examples(
+        servable,
+        request,
+        classification_pb2.ClassificationResponse(),
+        signature,
+        signatures.CLASSIFY_INPUTS,
+        pre_process,
+        post_process,
+        run_options,
+        method_name_check=method_name_check,
     )
-    input_name, output_names = pre_process(signature, method_name_check=method_name_check)
-    examples = signatures.serialized_examples(request.input)
-    signatures.check_feed_dtypes([(_input_dtype(signature), dtypes.DT_STRING)])
-    outputs = signatures.run_session(
-        servable.bundle.session, output_names, {input_name: examples}, run_options
-    )
-    post_process(signature, len(examples), output_names, outputs, response.result)
-    return response
 
 
 def get_classification_signature(
     signature_defs, model_spec, *, method_name_check: bool = False
 ) -> meta_graph_pb2.SignatureDef:
     """``GetClassificationSignatureDef``: the requested signature, checked for Classify."""
-    name = signatures.signature_name(model_spec)
-    signature = signature_defs.get(name)
-    if signature is None:
-        raise errors.InvalidArgumentError(None, None, f"No signature was found with the name: {name}")
-    if method_name_check:
-        _check_method_name(signature)
-    else:
-        pre_process(signature)
-    return signature
+    return signatures.get_signature(
+        signature_defs, model_spec, _check_method_name if method_name_check else pre_process
+    )
 
 
 def pre_process(
@@ -186,14 +167,4 @@ def _check_output(value: np.ndarray, what: str, dtype_name: str, num_examples: i
 
 
 def _check_method_name(signature: meta_graph_pb2.SignatureDef) -> None:
-    if signature.method_name != signatures.CLASSIFY_METHOD_NAME:
-        raise errors.InvalidArgumentError(
-            None,
-            None,
-            "Expected classification signature method_name to be "
-            f"{signatures.CLASSIFY_METHOD_NAME}. Was: {signature.method_name}",
-        )
-
-
-def _input_dtype(signature: meta_graph_pb2.SignatureDef) -> int:
-    return signature.inputs[signatures.CLASSIFY_INPUTS].dtype
+    signatures.check_method_name(signature, signatures.CLASSIFY_METHOD_NAME, "classification")

@@ -11,21 +11,13 @@ import numpy as np
 
 from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from apis.tensorflow_serving.apis import regression_pb2
-from runtime import dtypes, errors
+from runtime import errors
 from serving import signatures, tensor_codec
 
 
 def regress(core, request: regression_pb2.RegressionRequest, deadline: float | None = None):
     """Run one RegressionRequest; returns a RegressionResponse."""
-    if not request.HasField("model_spec"):
-        raise errors.InvalidArgumentError(None, None, "Missing ModelSpec")
-    with signatures.servable(core, request.model_spec) as servable:
-        return run_regress(
-            servable,
-            request,
-            signatures.run_options(deadline),
-            method_name_check=signatures.method_name_check(core),
-        )
+    return signatures.serve_examples(core, request, deadline, run_regress)
 
 
 def run_regress(
@@ -39,37 +31,26 @@ def run_regress(
     signature = get_regression_signature(
         signatures.signature_defs(servable), request.model_spec, method_name_check=method_name_check
     )
-    signatures.check_available(servable, signatures.signature_name(request.model_spec))
-    response = regression_pb2.RegressionResponse()
-    signatures.set_model_spec(
-        response.model_spec,
-        request.model_spec.name,
-        request.model_spec.signature_name,
-        servable.version,
+    return signatures.run_examples(
+        servable,
+        request,
+        regression_pb2.RegressionResponse(),
+        signature,
+        signatures.REGRESS_INPUTS,
+        pre_process,
+        post_process,
+        run_options,
+        method_name_check=method_name_check,
     )
-    input_name, output_names = pre_process(signature, method_name_check=method_name_check)
-    examples = signatures.serialized_examples(request.input)
-    signatures.check_feed_dtypes([(_input_dtype(signature), dtypes.DT_STRING)])
-    outputs = signatures.run_session(
-        servable.bundle.session, output_names, {input_name: examples}, run_options
-    )
-    post_process(signature, len(examples), output_names, outputs, response.result)
-    return response
 
 
 def get_regression_signature(
     signature_defs, model_spec, *, method_name_check: bool = False
 ) -> meta_graph_pb2.SignatureDef:
     """``GetRegressionSignatureDef``: the requested signature, checked for Regress."""
-    name = signatures.signature_name(model_spec)
-    signature = signature_defs.get(name)
-    if signature is None:
-        raise errors.InvalidArgumentError(None, None, f"No signature was found with the name: {name}")
-    if method_name_check:
-        _check_method_name(signature)
-    else:
-        pre_process(signature)
-    return signature
+    return signatures.get_signature(
+        signature_defs, model_spec, _check_method_name if method_name_check else pre_process
+    )
 
 
 def pre_process(
@@ -156,14 +137,4 @@ def post_process(
 
 
 def _check_method_name(signature: meta_graph_pb2.SignatureDef) -> None:
-    if signature.method_name != signatures.REGRESS_METHOD_NAME:
-        raise errors.InvalidArgumentError(
-            None,
-            None,
-            "Expected regression signature method_name to be "
-            f"{signatures.REGRESS_METHOD_NAME}. Was: {signature.method_name}",
-        )
-
-
-def _input_dtype(signature: meta_graph_pb2.SignatureDef) -> int:
-    return signature.inputs[signatures.REGRESS_INPUTS].dtype
+    signatures.check_method_name(signature, signatures.REGRESS_METHOD_NAME, "regression")

@@ -1,7 +1,10 @@
 """SignatureDef constants and the lookups every inference API shares.
 
 Names and texts are TensorFlow's (``signature_constants``) and TF Serving's (``util.cc``:
-``MakeModelSpec``). Also the servable pin every API takes for the length of one request.
+``MakeModelSpec``). Also the servable pin every API takes for the length of one request, and the
+request path Classify and Regress share (``serve_examples``, ``get_signature``, ``run_examples``):
+TF Serving's ``classifier.cc`` and ``regressor.cc`` are one pattern that differs only in the
+signature's expected outputs and their post-processing.
 """
 
 from __future__ import annotations
@@ -99,6 +102,69 @@ def check_available(servable, name: str) -> None:
     check = getattr(servable.bundle, "check_signature", None)
     if check is not None:
         check(name)
+
+
+def serve_examples(core, request, deadline: float | None, run: Callable):
+    """A Classify or Regress request on the servable its model_spec names, pinned for the call:
+    ``run(servable, request, run_options, method_name_check=...)``, which returns the response."""
+    if not request.HasField("model_spec"):
+        raise errors.InvalidArgumentError(None, None, "Missing ModelSpec")
+    with servable(core, request.model_spec) as pinned:
+        return run(pinned, request, run_options(deadline), method_name_check=method_name_check(core))
+
+
+def get_signature(
+    signature_defs, model_spec: model_pb2.ModelSpec, check: Callable[[meta_graph_pb2.SignatureDef], object]
+) -> meta_graph_pb2.SignatureDef:
+    """``GetClassificationSignatureDef`` / ``GetRegressionSignatureDef``: the requested signature,
+    passed to ``check`` (which raises what is wrong with it)."""
+    name = signature_name(model_spec)
+    signature = signature_defs.get(name)
+    if signature is None:
+        raise errors.InvalidArgumentError(None, None, f"No signature was found with the name: {name}")
+    check(signature)
+    return signature
+
+
+def check_method_name(signature: meta_graph_pb2.SignatureDef, method_name: str, kind: str) -> None:
+    """The ``--enable_signature_method_name_check`` check; ``kind`` ("classification",
+    "regression") words the error as TF Serving does."""
+    if signature.method_name != method_name:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"Expected {kind} signature method_name to be {method_name}. Was: {signature.method_name}",
+        )
+
+
+def run_examples(
+    servable,
+    request,
+    response,
+    signature: meta_graph_pb2.SignatureDef,
+    inputs_key: str,
+    pre_process: Callable[..., tuple[str, list[str]]],
+    post_process: Callable[..., None],
+    options: config_pb2.RunOptions | None,
+    *,
+    method_name_check: bool,
+):
+    """``RunClassify`` / ``RunRegress`` once the signature is found: the request's serialized
+    tf.Examples fed to the signature's ``inputs_key`` input, its outputs (``pre_process``) fetched
+    and turned into ``response.result`` (``post_process``); returns ``response``."""
+    check_available(servable, signature_name(request.model_spec))
+    set_model_spec(
+        response.model_spec,
+        request.model_spec.name,
+        request.model_spec.signature_name,
+        servable.version,
+    )
+    input_name, output_names = pre_process(signature, method_name_check=method_name_check)
+    examples = serialized_examples(request.input)
+    check_feed_dtypes([(signature.inputs[inputs_key].dtype, dtypes.DT_STRING)])
+    outputs = run_session(servable.bundle.session, output_names, {input_name: examples}, options)
+    post_process(signature, len(examples), output_names, outputs, response.result)
+    return response
 
 
 _NO_TIMEOUT_MS = 2**31 - 1  # TF Serving's DeadlineToTimeoutMillis saturates here

@@ -1,6 +1,7 @@
 """Parsing ops: ``tf.train.Example`` batches (the Classify/Regress hot path), raw bytes and numbers.
 
-The Example wire parsing and TF's per-feature semantics live in ``runtime/example_parser.py``; the
+The Example wire parsing and TF's per-feature semantics live in ``runtime/example_parser.py`` (its
+batch fast path in ``runtime/example_fast_path.py``, the specs in ``runtime/example_specs.py``); the
 kernels here only turn each op's inputs and attrs into its ``Config`` and lay out its outputs.
 """
 
@@ -12,15 +13,12 @@ from google.protobuf.message import DecodeError
 from apis.tensorflow.core.framework import tensor_pb2
 from runtime import dtypes, errors, tensor_util
 from runtime.example_parser import (
-    Config,
-    DenseSpec,
     FeatureListDenseSpec,
-    RaggedSpec,
     SequenceConfig,
-    SparseSpec,
     parse_examples,
     parse_sequence_examples,
 )
+from runtime.example_specs import Config, DenseSpec, RaggedSpec, SparseSpec
 from runtime.kernels.registry import kernel
 
 

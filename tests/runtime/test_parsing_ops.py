@@ -380,14 +380,15 @@ def test_tables_serve_concurrent_lookups() -> None:
 
 # --------------------------------------------------------------------------------- batch fast path
 
-# ``example_parser`` parses batches of canonically encoded Examples column-wise and hands anything
-# else to its general path; both must agree on every output and every error, word for word.
+# ``example_fast_path`` parses batches of canonically encoded Examples column-wise and hands anything
+# else to ``example_parser``'s general path; both must agree on every output and every error, word
+# for word.
 
 _LONG = "a_feature_key_longer_than_sixteen_bytes"
 
 
 def _fast_config():
-    from runtime.example_parser import Config, DenseSpec, RaggedSpec, SparseSpec
+    from runtime.example_specs import Config, DenseSpec, RaggedSpec, SparseSpec
 
     f32, i64, s = dtypes.DT_FLOAT, dtypes.DT_INT64, dtypes.DT_STRING
     return Config(
@@ -477,7 +478,7 @@ def _assert_identical(fast, general, where: str) -> None:
 
 @pytest.mark.parametrize("odd", [0.0, 0.02, 0.1, 0.3])
 def test_fast_path_agrees_with_general_path(odd, monkeypatch) -> None:
-    from runtime import example_parser
+    from runtime import example_fast_path
 
     rng = np.random.default_rng(int(odd * 1000))
     config = _fast_config()
@@ -486,7 +487,7 @@ def test_fast_path_agrees_with_general_path(odd, monkeypatch) -> None:
         batch = [_random_example(rng, odd) for _ in range(int(rng.integers(2, 40)))]
         fast, general = _both_paths(batch, config, monkeypatch)
         _assert_identical(fast, general, f"odd={odd} trial={trial}")
-        taken += example_parser._parse_fast(batch, config) is not None
+        taken += example_fast_path.parse_fast(batch, config) is not None
     if odd == 0.0:
         assert taken == 60  # canonical batches all take the fast path
 
@@ -518,10 +519,10 @@ _EDGE_BATCHES = {  # name -> (batch, whether the fast path takes it)
 
 @pytest.mark.parametrize("name", list(_EDGE_BATCHES))
 def test_fast_path_agrees_on_edge_batches(name, monkeypatch) -> None:
-    from runtime import example_parser
+    from runtime import example_fast_path
 
     batch, fast_path = _EDGE_BATCHES[name]
-    assert (example_parser._parse_fast(batch, _fast_config()) is not None) == fast_path
+    assert (example_fast_path.parse_fast(batch, _fast_config()) is not None) == fast_path
     fast, general = _both_paths(batch, _fast_config(), monkeypatch)
     _assert_identical(fast, general, name)
 
@@ -529,7 +530,7 @@ def test_fast_path_agrees_on_edge_batches(name, monkeypatch) -> None:
 def test_fast_path_takes_what_serializers_write() -> None:
     """Examples built with the generated classes (packed lists, one features field) go fast."""
     from apis.tensorflow.core.example import example_pb2
-    from runtime import example_parser
+    from runtime import example_fast_path
 
     examples = []
     for i in range(8):
@@ -541,7 +542,7 @@ def test_fast_path_takes_what_serializers_write() -> None:
         example.features.feature["s"].bytes_list.value.append(b"x" * i)
         examples.append(example.SerializeToString())
     config = _fast_config()
-    fast = example_parser._parse_fast(examples, config)
+    fast = example_fast_path.parse_fast(examples, config)
     assert fast is not None
     dense = fast[3]
     assert dense[0].tolist() == [i / 2 for i in range(8)]
@@ -563,18 +564,18 @@ def test_parsing_record_on_general_path(record, monkeypatch) -> None:
 
 def test_parsing_records_exercise_the_fast_path(monkeypatch) -> None:
     """TF's records again, every batch offered to the fast path: those it takes must match TF's."""
-    from runtime import example_parser
+    from runtime import example_fast_path, example_parser
 
     monkeypatch.setattr(example_parser, "_FAST_CELLS", 0)
     taken = []
-    original = example_parser._parse_fast
+    original = example_fast_path.parse_fast
 
     def spy(serialized, config):
         result = original(serialized, config)
         taken.append(result is not None)
         return result
 
-    monkeypatch.setattr(example_parser, "_parse_fast", spy)
+    monkeypatch.setattr(example_fast_path, "parse_fast", spy)
     for record in PARSING:
         if record.op in ("ParseExample", "ParseExampleV2"):
             check_record(record)

@@ -107,6 +107,12 @@ FLAGS: tuple[Flag, ...] = (
     Flag("use_tflite_model", BOOL, "Older name of --prefer_tflite_model (not supported)."),
     # Ours, not TF Serving's: TF Serving always listens on 0.0.0.0.
     Flag("grpc_bind_address", STRING, "Extension: the address --port listens on (default 0.0.0.0)."),
+    Flag(
+        "onnx_delegation",
+        BOOL,
+        "Extension: run op clusters that map to ONNX in onnxruntime, validated against the numpy "
+        "kernels on first run (default false).",
+    ),
 )
 
 _INT_RE = re.compile(r"\s*[+-]?\d+")

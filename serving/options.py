@@ -75,6 +75,7 @@ class ServerOptions:
     xla_cpu_compilation_enabled: bool = False
     xla_gpu_compilation_enabled: bool = False
     skip_initialize_tpu: bool = False
+    onnx_delegation: bool = False  # extension: onnxruntime delegation (runtime/onnx)
     version: bool = False
 
     def replace(self, **changes) -> ServerOptions:

@@ -366,7 +366,7 @@ def assert_matches_tf(ours: tensor_pb2.TensorProto, theirs: tensor_pb2.TensorPro
         assert got.tolist() == want.tolist(), what
 
 
-def serve_export(model_server, tmp_path: Path, name: str, export_dir: Path, tags: list[str]):
+def serve_export(model_server, tmp_path: Path, name: str, export_dir: Path, tags: list[str], *flags: str):
     base = tmp_path / f"{name}_{'_'.join(tags)}"
     shutil.copytree(export_dir, base / "1", symlinks=True)
     return start_serving(
@@ -374,6 +374,7 @@ def serve_export(model_server, tmp_path: Path, name: str, export_dir: Path, tags
         f"--model_name={name}",
         f"--model_base_path={base}",
         f"--saved_model_tags={','.join(tags)}",
+        *flags,
     )
 
 
@@ -382,14 +383,31 @@ CORPUS = [entry.name for entry in discover()]
 
 @pytest.mark.parametrize("name", CORPUS)
 def test_predict_matches_tensorflow_on_oracle_corpus(model_server, tmp_path, name):
+    check_corpus_model(model_server, tmp_path, name)
+
+
+DELEGATED = ["keras_mlp", "keras_cnn_bn", "keras_transformer_block", "keras_lstm", "est_dnn_classifier"]
+
+
+@pytest.mark.parametrize("name", DELEGATED)
+def test_predict_with_onnx_delegation_matches_tensorflow(model_server, tmp_path, name):
+    """--onnx_delegation (our extension): clusters run in onnxruntime, answers still match TF's."""
+    servers = check_corpus_model(model_server, tmp_path, name, "--onnx_delegation")
+    assert all("onnxruntime delegation:" in server.output() for server in servers)
+
+
+def check_corpus_model(model_server, tmp_path, name, *flags):
+    """Serves every tag set of a corpus model and checks every case against TF's outputs."""
     data = corpus.load_manifest(name)
     root, export_dir = data["dir"], data["export_path"]
     by_tags: dict[tuple[str, ...], list[dict]] = {}
     for case in data["cases"]:
         by_tags.setdefault(tuple(case["tags"]), []).append(case)
     assert by_tags, f"{name} has no cases"
+    servers = []
     for tags, cases in by_tags.items():
-        server = serve_export(model_server, tmp_path, name, export_dir, list(tags))
+        server = serve_export(model_server, tmp_path, name, export_dir, list(tags), *flags)
+        servers.append(server)
         stub = stub_for(server, big=True)
         for index, case in enumerate(cases):
             request = predict_pb2.PredictRequest()
@@ -409,6 +427,7 @@ def test_predict_matches_tensorflow_on_oracle_corpus(model_server, tmp_path, nam
                 )
             verify_model_spec(result.model_spec, name, case["signature"], 1)
         assert server.stop() == 0
+    return servers
 
 
 def test_signature_needing_a_refused_op_is_unimplemented_and_others_serve(model_server, tmp_path):

@@ -80,15 +80,16 @@ def read_tensor(path: Path) -> np.ndarray:
     return tensor_util.make_ndarray(proto)
 
 
-def node_attrs(name: str) -> dict:
+def node_attrs(name: str, root: Path | None = None) -> dict:
+    """The decoded attrs of a record's one-node graph, from ``root`` (default: the op records)."""
     graph = graph_pb2.GraphDef()
-    graph.ParseFromString((records_dir() / "records" / name / "graph.pb").read_bytes())
+    graph.ParseFromString(((root or records_dir()) / "records" / name / "graph.pb").read_bytes())
     (node,) = [n for n in graph.node if n.name == "op"]
     return attr_lib.decode_attrs(node.attr)
 
 
-def kernel_inputs(record, entry) -> list:
-    folder = records_dir() / "records" / record.name
+def kernel_inputs(record, entry, root: Path | None = None) -> list:
+    folder = (root or records_dir()) / "records" / record.name
     count = sum(len(v) if isinstance(v, list) else 1 for v in record.inputs)
     flat = [read_tensor(folder / f"in_{i}.pb") for i in range(count)]
     if "args" not in entry:  # TF rejected the graph: lay inputs out as the record does

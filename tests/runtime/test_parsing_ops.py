@@ -19,11 +19,10 @@ import pytest
 
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import Graph, Session, dtypes, errors, kernels
-from runtime import attrs as attr_lib
 from tests.oracle import cache_dir
 from tests.runtime import breadth_records
 from tests.runtime.op_records import DType
-from tests.runtime.test_op_records import BUILD_ERRORS, assert_same, read_tensor
+from tests.runtime.test_op_records import BUILD_ERRORS, assert_same, kernel_inputs, node_attrs, read_tensor
 
 REBUILD = "run `python -m tests.oracle build --force --only breadth_records`"
 
@@ -63,30 +62,6 @@ def records_of(*modules: str, ops: tuple[str, ...] = ()) -> list:
     return chosen
 
 
-def _node_attrs(name: str) -> dict:
-    graph = graph_pb2.GraphDef()
-    graph.ParseFromString((records_dir() / "records" / name / "graph.pb").read_bytes())
-    (node,) = [n for n in graph.node if n.name == "op"]
-    return attr_lib.decode_attrs(node.attr)
-
-
-def _kernel_inputs(record, entry) -> list:
-    folder = records_dir() / "records" / record.name
-    count = sum(len(v) if isinstance(v, list) else 1 for v in record.inputs)
-    flat = [read_tensor(folder / f"in_{i}.pb") for i in range(count)]
-    if "args" not in entry:
-        out, i = [], 0
-        for value in record.inputs:
-            n = len(value) if isinstance(value, list) else 1
-            out.append(flat[i : i + n] if isinstance(value, list) else flat[i])
-            i += n
-        return out
-    return [
-        [flat[i] for i in indices] if is_list else flat[indices[0]]
-        for indices, is_list in zip(entry["args"], entry["list_args"])
-    ]
-
-
 def _record_attrs(record) -> dict:
     def value(v):
         if isinstance(v, list):
@@ -104,7 +79,7 @@ def check_record(record) -> None:
         pytest.fail(f"{record.name} has no TensorFlow result: {REBUILD}")
     definition = kernels.lookup(record.op)
     assert definition is not None, f"no kernel registered for {record.op}"
-    attrs = _node_attrs(record.name) if "args" in entry else _record_attrs(record)
+    attrs = node_attrs(record.name, records_dir()) if "args" in entry else _record_attrs(record)
     attrs = definition.select_attrs(attrs)
     if definition.needs_context:
         attrs["ctx"] = None
@@ -112,7 +87,7 @@ def check_record(record) -> None:
     if error is not None:
         expected = BUILD_ERRORS.get(error["class"]) or getattr(errors, error["class"])
         with pytest.raises(errors.OpError) as raised:
-            definition.fn(*_kernel_inputs(record, entry), **attrs)
+            definition.fn(*kernel_inputs(record, entry, records_dir()), **attrs)
         assert type(raised.value) is expected, (
             f"{record.name}: raised {type(raised.value).__name__}({raised.value}), TF raised "
             f"{error['class']}({error['message']})"
@@ -120,7 +95,7 @@ def check_record(record) -> None:
         if record.name not in MESSAGE_DIFFERENCES:
             assert str(raised.value) == error["message"], f"{record.name}: TF's message differs"
         return
-    results = definition.fn(*_kernel_inputs(record, entry), **attrs)
+    results = definition.fn(*kernel_inputs(record, entry, records_dir()), **attrs)
     results = results if isinstance(results, tuple) else (results,)
     folder = records_dir() / "records" / record.name
     assert len(results) == len(entry["outputs"]), f"{record.name}: {len(results)} outputs"

@@ -1,21 +1,35 @@
-"""Session.run latency per oracle model with onnxruntime delegation, without it, and TF's own session.
+"""Session.run latency per oracle model: delegation, native kernels, TF's session and raw onnxruntime.
 
 For each oracle model (its first case: tag set, signature and inputs) and each batch size (1 and
-32: the case's inputs repeated or cut along axis 0), three sessions run the same signature on the
-same feeds in the same run: ours with every op native, ours with ``delegation=True``, and
-TensorFlow's ``tf.compat.v1.Session`` over ``saved_model.loader.load`` (oracle venv ``tf221``, a
-subprocess; feeds cross as TensorProto files, nothing pickled). Each is warmed up (delegated
-clusters compile and validate on their first run), then timed call by call for ``--seconds``;
-medians are printed with the ratios, and the share of estimated FLOPs delegated.
+32: the case's inputs repeated or cut along axis 0), four sessions run the same signature on the
+same feeds in the same run:
+
+- ours with every op native, and ours with ``delegation=True``;
+- TensorFlow's ``tf.compat.v1.Session`` over ``saved_model.loader.load`` (oracle venv ``tf221``, a
+  subprocess; feeds cross as TensorProto files, nothing pickled);
+- raw onnxruntime on tf2onnx's conversion of the whole signature (``tf2onnx_baseline.py``: tf2onnx
+  1.17 in the oracle venv ``tf215``, opset 17, cached under ``.oracle/bench/tf2onnx``), with our
+  delegation's session options and its per-cluster thread rule applied to the whole model (one
+  intra-op thread below ``small_cluster_flops`` at batch 1, onnxruntime's default pool above).
+  Its outputs must match our native kernels' (the case's tolerance, at least our delegation's
+  validation tolerance) before it is timed. A model tf2onnx cannot convert or onnxruntime cannot
+  run, or whose outputs differ, shows "-" and one line saying why.
+
+Each is warmed up (delegated clusters compile and validate on their first run), then timed call by
+call for ``--seconds`` cut in five slices: our two sessions and raw onnxruntime alternate slice by
+slice, TF's session runs afterwards in its subprocess. The latency printed is the lowest of the
+five slice medians (robust to bursts of load from other processes), with the ratios, the share of
+estimated FLOPs delegated, and a summary: how many models beat TF, and how many are within
+``--ort-margin`` of raw onnxruntime.
 
     python benchmarks/onnx_delegation.py [--seconds 1] [--only keras_mlp ...] [--batches 1 32]
-
-tf2onnx is not compared: tf2onnx 1.17 does not support TensorFlow 2.21 (the oracle's TF).
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import contextlib
 import json
 import logging
 import statistics
@@ -32,12 +46,15 @@ sys.path.insert(0, str(REPO_ROOT))
 import numpy as np  # noqa: E402
 
 from apis.tensorflow.core.framework import tensor_pb2  # noqa: E402
+from benchmarks import tf2onnx_baseline  # noqa: E402
 from loader import load_saved_model  # noqa: E402
 from runtime import tensor_util  # noqa: E402
+from runtime.onnx.options import DelegationOptions  # noqa: E402
 from tests.oracle import catalog, corpus  # noqa: E402
 
 TF_PYTHON = REPO_ROOT / ".oracle" / "tf221" / "bin" / "python"
 QUIET_TF = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0", "CUDA_VISIBLE_DEVICES": ""}
+SLICES = 5  # each measurement's window is cut in this many slices; the lowest slice median counts
 
 TF_SIDE = textwrap.dedent(
     """
@@ -46,7 +63,7 @@ TF_SIDE = textwrap.dedent(
     from tensorflow.core.framework import tensor_pb2
     v1 = tf.compat.v1
     plan = json.load(open(sys.argv[1]))
-    seconds = float(sys.argv[2])
+    seconds, slices = float(sys.argv[2]), int(sys.argv[3])
     results = {}
     for job in plan:
         graph = tf.Graph()
@@ -60,12 +77,15 @@ TF_SIDE = textwrap.dedent(
                 fetches = job["fetches"]
                 for _ in range(3):
                     sess.run(fetches, feeds)
-                times, start = [], time.perf_counter()
-                while time.perf_counter() - start < seconds or len(times) < 5:
-                    t0 = time.perf_counter()
-                    sess.run(fetches, feeds)
-                    times.append(time.perf_counter() - t0)
-                results[f"{job['model']}/{batch}"] = statistics.median(times) * 1e3
+                medians = []
+                for _ in range(slices):
+                    times, start = [], time.perf_counter()
+                    while time.perf_counter() - start < seconds / slices or len(times) < 5:
+                        t0 = time.perf_counter()
+                        sess.run(fetches, feeds)
+                        times.append(time.perf_counter() - t0)
+                    medians.append(statistics.median(times))
+                results[f"{job['model']}/{batch}"] = min(medians) * 1e3
     print(json.dumps(results))
     """
 )
@@ -84,54 +104,187 @@ def batched(value: np.ndarray, batch: int) -> np.ndarray:
     return value[np.arange(batch) % value.shape[0]]
 
 
-def median_ms(fn, seconds: float) -> float:
-    for _ in range(3):
-        fn()
-    times, start = [], time.perf_counter()
-    while time.perf_counter() - start < seconds or len(times) < 5:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+def interleaved_medians(calls: dict[str, object], seconds: float) -> dict[str, float]:
+    """Each call's latency in ms: the lowest median of ``SLICES`` slices of ``seconds / SLICES``.
+
+    The calls' slices alternate, so that their ratios hold on a machine whose load drifts; the
+    lowest slice median drops slices that a burst of load from elsewhere hit (TF's side does the
+    same).
+    """
+    for fn in calls.values():
+        for _ in range(3):
+            fn()
+    medians: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(SLICES):
+        for name, fn in calls.items():
+            times, start = [], time.perf_counter()
+            while time.perf_counter() - start < seconds / SLICES or len(times) < 5:
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            medians[name].append(statistics.median(times))
+    return {name: min(values) * 1e3 for name, values in medians.items()}
 
 
-def prepare(name: str, batches: list[int], folder: Path) -> dict | None:
-    """The model's first case as a job: feeds per batch written as TensorProto files."""
+def short(text: str, limit: int = 150) -> str:
+    """The first line of ``text``, cut to ``limit`` characters."""
+    line = (text.strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def prepare(name: str, batches: list[int], folder: Path) -> dict:
+    """The model's first case as a job: feeds per batch, in memory and as TensorProto files."""
     manifest = corpus.load_manifest(name)
     case = manifest["cases"][0]
     job = {"model": name, "tags": case["tags"], "export_dir": str(manifest["export_path"]), "feeds": {}}
     job["signature"] = case["signature"]
-    job["inputs"] = {k: read_tensor(manifest, p) for k, p in case["inputs"].items()}
-    job["manifest"] = manifest
-    for batch in batches:
+    job["case"], job["manifest"] = case, manifest
+    inputs = {k: read_tensor(manifest, p) for k, p in case["inputs"].items()}
+    job["batched"] = {str(b): {k: batched(v, b) for k, v in inputs.items()} for b in batches}
+    for batch, values in job["batched"].items():
         files = {}
-        for key, value in job["inputs"].items():
+        for key, value in values.items():
             path = folder / f"{name}_{batch}_{len(files)}.pb"
-            path.write_bytes(tensor_util.make_tensor_proto(batched(value, batch)).SerializeToString())
+            path.write_bytes(tensor_util.make_tensor_proto(value).SerializeToString())
             files[key] = str(path)
-        job["feeds"][str(batch)] = files
+        job["feeds"][batch] = files
     return job
 
 
-def run_ours(job: dict, delegation, seconds: float) -> tuple[dict[str, float], object]:
-    bundle = load_saved_model(job["export_dir"], job["tags"], delegation=delegation)
-    try:
-        signature = bundle.signature_defs[job["signature"]]
-        fetches = sorted(info.name for info in signature.outputs.values())
-        job["fetches"] = fetches
-        job["input_names"] = {key: info.name for key, info in signature.inputs.items()}
-        results = {}
-        for batch, files in job["feeds"].items():
-            feeds = {
-                signature.inputs[key].name: tensor_util.make_ndarray(
-                    tensor_pb2.TensorProto.FromString(Path(path).read_bytes())
-                )
-                for key, path in files.items()
+def time_model(job: dict, converted: Path | str, seconds: float) -> None:
+    """Times ours native, ours delegated and raw onnxruntime, alternating, at each batch.
+
+    Sets ``job["native"]``, ``job["delegated"]`` (ms by batch), ``job["report"]``, and
+    ``job["raw_ort"]``: ms by batch, or why raw onnxruntime is not timed.
+    """
+    with contextlib.ExitStack() as stack:
+        native = load_saved_model(job["export_dir"], job["tags"], delegation=None)
+        stack.callback(native.close)
+        delegated = load_saved_model(job["export_dir"], job["tags"], delegation=True)
+        stack.callback(delegated.close)
+        signature = native.signature_defs[job["signature"]]
+        keys = sorted(signature.outputs, key=lambda key: signature.outputs[key].name)
+        fetches = [signature.outputs[key].name for key in keys]
+        job["fetches"], job["input_names"] = fetches, {k: v.name for k, v in signature.inputs.items()}
+        medians, raw = {}, None
+        for batch, values in job["batched"].items():
+            feeds = {signature.inputs[key].name: value for key, value in values.items()}
+            calls = {
+                "native": lambda feeds=feeds: native.session.run(fetches, feeds),
+                "delegated": lambda feeds=feeds: delegated.session.run(fetches, feeds),
             }
-            results[batch] = median_ms(lambda feeds=feeds: bundle.session.run(fetches, feeds), seconds)
-        return results, bundle.session.delegation_report
-    finally:
-        bundle.close()
+            ours = dict(zip(keys, calls["native"]()))
+            calls["delegated"]()  # delegated clusters compile and validate on their first run
+            if raw is None:
+                raw = raw_session(signature, converted, delegated.session.delegation_report)
+            if not isinstance(raw, str):
+                why = check_raw(raw, values, ours, job["case"])
+                if why:
+                    raw = f"tf2onnx's model at batch {batch}: {why}"
+                else:
+                    raw_feeds = raw.feeds(values)
+                    calls["raw_ort"] = lambda raw=raw, raw_feeds=raw_feeds: raw.run(raw_feeds)
+            medians[batch] = interleaved_medians(calls, seconds)
+        job["report"] = delegated.session.delegation_report
+        for side in ("native", "delegated", "raw_ort"):
+            job[side] = {batch: m[side] for batch, m in medians.items() if side in m}
+        if isinstance(raw, str):
+            job["raw_ort"] = raw
+
+
+def raw_session(signature, converted: Path | str, report) -> tf2onnx_baseline.RawSession | str:
+    """Raw onnxruntime on tf2onnx's model, or why there is none."""
+    if isinstance(converted, str):
+        return f"tf2onnx: {converted}"
+    flops = sum(c.flops for c in report.clusters) + report.native_flops  # at batch 1
+    try:
+        return tf2onnx_baseline.RawSession(converted, signature, flops)
+    except Exception as exc:  # noqa: BLE001 - tf2onnx's model is not ours to fix
+        return f"onnxruntime cannot load tf2onnx's model: {short(str(exc))}"
+
+
+def check_raw(raw, values: dict[str, np.ndarray], ours: dict[str, np.ndarray], case: dict) -> str | None:
+    """Why raw onnxruntime's outputs are not our native kernels', or None when they match."""
+    try:
+        got = raw.outputs(raw.feeds(values))
+    except Exception as exc:  # noqa: BLE001
+        return f"onnxruntime fails: {short(str(exc))}"
+    rtol = max(case["rtol"], DelegationOptions.rtol)
+    atol = max(case["atol"], DelegationOptions.atol)
+    return mismatch(got, ours, rtol, atol)
+
+
+def mismatch(got: dict[str, np.ndarray], want: dict[str, np.ndarray], rtol: float, atol: float) -> str | None:
+    """Why raw onnxruntime's outputs are not ours, or None when they match."""
+    for key, expected in want.items():
+        actual = np.asarray(got[key])
+        if actual.shape != expected.shape:
+            return f"{key}: shape {actual.shape}, ours {expected.shape}"
+        if expected.dtype.kind in "fc":
+            if not np.allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True):
+                return f"{key}: max abs difference {np.max(np.abs(actual - expected)):.3g}"
+        elif expected.dtype == object:
+            text = [v.decode() if isinstance(v, bytes) else v for v in expected.ravel()]
+            if [v.decode() if isinstance(v, bytes) else v for v in actual.ravel()] != text:
+                return f"{key}: strings differ"
+        elif not np.array_equal(actual, expected):
+            return f"{key}: values differ"
+    return None
+
+
+def run_tf(jobs: list[dict], folder: Path, seconds: float) -> dict[str, float]:
+    """TF's latency in ms by "model/batch", from one ``tf221`` subprocess."""
+    plan = [
+        {k: job[k] for k in ("model", "tags", "export_dir", "feeds", "fetches", "input_names")}
+        for job in jobs
+    ]
+    (folder / "plan.json").write_text(json.dumps(plan))
+    tf_run = subprocess.run(
+        [str(TF_PYTHON), "-c", TF_SIDE, str(folder / "plan.json"), str(seconds), str(SLICES)],
+        capture_output=True,
+        text=True,
+        env={**QUIET_TF, "PATH": "/usr/bin:/bin"},
+    )
+    if tf_run.returncode != 0:
+        raise SystemExit(tf_run.stderr[-3000:])
+    return json.loads(tf_run.stdout.strip().splitlines()[-1])
+
+
+def fmt(value: float | None, spec: str, width: int, suffix: str = "") -> str:
+    return f"{value:{spec}}{suffix}".rjust(width) if value is not None else "-".rjust(width)
+
+
+def print_table(jobs: list[dict], tf_ms: dict[str, float], seconds: float, margin: float) -> None:
+    print(f"Session.run latency: lowest of {SLICES} slice medians ({seconds:g} s per measurement)")
+    print(
+        f"{'model':<32} {'batch':>5} {'TF ms':>8} {'native ms':>10} {'deleg ms':>9} {'raw ORT ms':>10} "
+        f"{'deleg/TF':>9} {'deleg/ORT':>9} {'FLOPs in ORT':>12}"
+    )
+    wins: dict[str, list[int]] = {}  # batch -> [timed, deleg < TF, with raw ORT, deleg <= margin x ORT]
+    for job in jobs:
+        raw = job["raw_ort"] if isinstance(job["raw_ort"], dict) else {}
+        for batch, deleg in job["delegated"].items():
+            tf, ort_ms = tf_ms[f"{job['model']}/{batch}"], raw.get(batch)
+            counts = wins.setdefault(batch, [0, 0, 0, 0])
+            counts[0] += 1
+            counts[1] += deleg < tf
+            if ort_ms is not None:
+                counts[2] += 1
+                counts[3] += deleg <= margin * ort_ms
+            print(
+                f"{job['model']:<32} {batch:>5} {tf:>8.3f} {job['native'][batch]:>10.3f} {deleg:>9.3f} "
+                f"{fmt(ort_ms, '.3f', 10)} {deleg / tf:>8.2f}x {fmt(ort_ms and deleg / ort_ms, '.2f', 8, 'x')} "
+                f"{100 * job['report'].flops_share:>11.0f}%"
+            )
+    print()
+    for job in jobs:
+        if isinstance(job["raw_ort"], str):
+            print(f"raw ORT - {job['model']}: {job['raw_ort']}")
+    for batch, (timed, beat_tf, with_ort, near_ort) in wins.items():
+        print(
+            f"batch {batch}: deleg < TF on {beat_tf}/{timed} models; "
+            f"deleg <= {margin:g}x raw ORT on {near_ort}/{with_ort} models tf2onnx converts"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,54 +294,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="timing window per measurement")
     parser.add_argument("--only", nargs="*", help="model names (default: every oracle model)")
     parser.add_argument("--batches", nargs="*", type=int, default=[1, 32])
+    parser.add_argument("--ort-margin", type=float, default=1.2, help="target deleg / raw ORT ratio")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     names = args.only or [e.name for e in catalog.discover() if e.family != "op_records"]
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         jobs = [prepare(name, args.batches, folder) for name in names]
-        ours = {}
-        for job in jobs:
+        # Conversions (TensorFlow subprocesses, cached) all finish before anything is timed.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            converted = list(
+                pool.map(
+                    lambda job: tf2onnx_baseline.convert(job["model"], job["manifest"], job["case"]), jobs
+                )
+            )
+        timed = []
+        for job, onnx_model in zip(jobs, converted):
             try:
-                native, _ = run_ours(job, None, args.seconds)
-                delegated, report = run_ours(job, True, args.seconds)
+                time_model(job, onnx_model, args.seconds)
             except Exception as exc:  # noqa: BLE001 - a model the runtime cannot run yet
                 print(f"{job['model']}: skipped, runs natively with an error: {type(exc).__name__}: {exc}")
-                job["skip"] = True
                 continue
-            ours[job["model"]] = (native, delegated, report)
-        plan = [
-            {k: job[k] for k in ("model", "tags", "export_dir", "feeds", "fetches", "input_names")}
-            for job in jobs
-            if not job.get("skip")
-        ]
-        (folder / "plan.json").write_text(json.dumps(plan))
-        tf_run = subprocess.run(
-            [str(TF_PYTHON), "-c", TF_SIDE, str(folder / "plan.json"), str(args.seconds)],
-            capture_output=True,
-            text=True,
-            env={**QUIET_TF, "PATH": "/usr/bin:/bin"},
-        )
-        if tf_run.returncode != 0:
-            print(tf_run.stderr[-3000:])
-            return 1
-        tf_ms = json.loads(tf_run.stdout.strip().splitlines()[-1])
-    header = (
-        f"{'model':<32} {'batch':>5} {'TF ms':>8} {'native ms':>10} {'deleg ms':>9} "
-        f"{'deleg/TF':>9} {'native/deleg':>12} {'FLOPs in ORT':>12}"
-    )
-    print(f"Session.run median latency ({args.seconds:g} s per measurement)")
-    print(header)
-    for name, (native, delegated, report) in ours.items():
-        for batch in native:
-            tf = tf_ms[f"{name}/{batch}"]
-            rows.append((name, batch, tf, native[batch], delegated[batch]))
-            print(
-                f"{name:<32} {batch:>5} {tf:>8.3f} {native[batch]:>10.3f} {delegated[batch]:>9.3f} "
-                f"{delegated[batch] / tf:>8.2f}x {native[batch] / delegated[batch]:>11.2f}x "
-                f"{100 * report.flops_share:>11.0f}%"
-            )
+            timed.append(job)
+        tf_ms = run_tf(timed, folder, args.seconds)
+    print_table(timed, tf_ms, args.seconds, args.ort_margin)
     return 0
 
 

@@ -15,9 +15,14 @@ import sys
 from pathlib import Path
 
 # tensorflow-serving-api pins a tensorflow (not tensorflow-cpu) dependency: --no-deps keeps
-# it from pulling a second TensorFlow next to tensorflow-cpu.
+# it from pulling a second TensorFlow next to tensorflow-cpu. tf2onnx (the raw-onnxruntime baseline of
+# benchmarks/onnx_delegation.py) is tested with TensorFlow 2.13-2.15; 1.17.0 and onnx 1.17.0 install next
+# to TF 2.15 without changing any of its packages (tf2onnx 1.16.1 would downgrade protobuf to 3.20).
 VENVS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "tf215": (("tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0"),),
+    "tf215": (
+        ("tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0"),
+        ("tf2onnx==1.17.0", "onnx==1.17.0"),
+    ),
     "tf221": (("tensorflow-cpu==2.21.0",), ("--no-deps", "tensorflow-serving-api==2.21.0")),
 }
 STAMP = "sms-requirements.json"

@@ -342,7 +342,5 @@ def test_forwarding_identity_costs_no_step_but_keeps_names_and_deadness():
     )
     session = Session(graph=graph)
     assert session.run(["i:0", "n:0", "j:0"], {"x:0": 2.0}) == [2.0, -2.0, -2.0]
-    plan = session.plan(
-        [graph.get_tensor_by_name("x:0")], [graph.get_tensor_by_name("j:0")], []
-    )
+    plan = session.plan([graph.get_tensor_by_name("x:0")], [graph.get_tensor_by_name("j:0")], [])
     assert [step.op.type for step in plan.steps] == ["Neg", "Identity"]

@@ -37,6 +37,8 @@ from runtime.op_def import OpSignature
 
 _SCRATCH = 0
 _monotonic = time.monotonic
+# Kernels that return their only input unchanged (Identity, StopGradient, PlaceholderWithDefault).
+_FORWARDING = (lookup("Identity").fn, lookup("PlaceholderWithDefault").fn)
 
 
 class UnsupportedOpsError(errors.UnimplementedError):
@@ -51,13 +53,14 @@ class UnsupportedOpsError(errors.UnimplementedError):
 class OpContext:
     """What a kernel declaring ``ctx`` receives: its node and its Session's state."""
 
-    __slots__ = ("op", "name", "resources", "functions")
+    __slots__ = ("op", "name", "resources", "functions", "cached")
 
     def __init__(self, op: Operation, resources, functions):
         self.op = op
         self.name = op.name
         self.resources = resources  # runtime.resources.ResourceMgr
         self.functions = functions  # runtime.function.FunctionLibraryRuntime
+        self.cached = None  # what a kernel keeps between runs, as TF's OpKernel members do
 
     @property
     def attrs(self) -> dict:
@@ -232,6 +235,17 @@ class _StepBuilder:
         self.num_slots += 1
         return self.num_slots - 1
 
+    def _forwards(self, op: Operation, kernel: _Kernel) -> bool:
+        """An ``Identity`` (or alike) that only forwards its value (no control edges in or out, so its
+        deadness is its input's) costs no step. Arrays are never mutated in place, so sharing
+        the slot is what TF's Identity (which forwards the same buffer) does."""
+        return (
+            kernel.call in _FORWARDING
+            and not op.control_inputs
+            and op not in self.controlled
+            and op.outputs[0] not in self.fed
+        )
+
     def value_slot(self, tensor: Tensor, is_ref_input: bool, op: Operation | None) -> int:
         """The slot ``op`` reads ``tensor`` from: a ref read into a value where the arg is not a ref."""
         slot = self.slot_of[tensor]
@@ -245,6 +259,9 @@ class _StepBuilder:
         signature, attrs = kernel.signature, op.attrs
         ref_in = _ref_flags(signature.inputs, attrs) if signature else []
         inputs = tuple(self.value_slot(t, i < len(ref_in) and ref_in[i], op) for i, t in enumerate(op.inputs))
+        if self._forwards(op, kernel):
+            self.slot_of[op.outputs[0]] = inputs[0]  # no step: readers read the input's slot
+            return
         count = op.num_outputs
         multi = kernel.multi
         if multi is None and signature is not None:
@@ -356,7 +373,17 @@ def run_plan(
             elif multi:
                 dead = _store(vals, outs, call(*[vals[i] for i in ins]), dead, op)
             else:
-                result = vals[outs] = call(*[vals[i] for i in ins])
+                # Unrolled for the common arities: a list per step costs more than the branch.
+                n = len(ins)
+                if n == 2:
+                    result = call(vals[ins[0]], vals[ins[1]])
+                elif n == 1:
+                    result = call(vals[ins[0]])
+                elif n == 0:
+                    result = call()
+                else:
+                    result = call(*[vals[i] for i in ins])
+                vals[outs] = result
                 if result is DEAD:
                     dead = _kill(vals, dead, (outs,), _SCRATCH)
             for slot in frees:

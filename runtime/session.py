@@ -110,6 +110,9 @@ class Session:
         feed_tensors = tuple(self._feed_tensor(k) for k in (feed_list or ()))
         feed_dtypes = tuple(t.dtype for t in feed_tensors)
         key = (feed_tensors, tuple(mapper.tensors), tuple(mapper.operations))
+        # An ndarray of exactly the feed's (non-string) dtype is fed as it is, when shapes are
+        # not checked: the common case of a server, which decodes requests to those dtypes.
+        exact = tuple(_exact_numpy_dtype(d) for d in feed_dtypes)
 
         def callable_(*feed_args, options=None, run_metadata=None):
             if len(feed_args) != len(feed_tensors):
@@ -119,8 +122,10 @@ class Session:
             self._check_open()
             check_shapes = self._check_feed_shapes
             values = [
-                _feed_value(t, dtype, v, check_shapes)
-                for t, dtype, v in zip(feed_tensors, feed_dtypes, feed_args)
+                v
+                if not check_shapes and type(v) is np.ndarray and v.dtype is np_dtype
+                else _feed_value(t, dtype, v, check_shapes)
+                for t, dtype, np_dtype, v in zip(feed_tensors, feed_dtypes, exact, feed_args)
             ]
             return mapper.build(self._run_plan(self._plan(key), values, options, run_metadata))
 
@@ -143,14 +148,16 @@ class Session:
         )
         tracing = options is not None and options.trace_level > 0 and run_metadata is not None
         if timeout_ms <= 0 and not tracing:
-            values = run_plan(plan, feed_values)
+            with np.errstate(all="ignore"):  # TF's kernels give inf and nan without warnings
+                values = run_plan(plan, feed_values)
         else:
             deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
             trace: list | None = [] if tracing else None
             token = RUN_STATE.set((deadline, trace))
             try:
                 steps = instrument(plan, trace) if trace is not None else None
-                values = run_plan(plan, feed_values, steps, deadline)
+                with np.errstate(all="ignore"):
+                    values = run_plan(plan, feed_values, steps, deadline)
             finally:
                 RUN_STATE.reset(token)
             if trace is not None:
@@ -285,6 +292,17 @@ def _feed_value(tensor: Tensor, dtype: int | None, value, check_shape: bool = Tr
             f"{_shape_str(shape)}"
         )
     return array
+
+
+def _exact_numpy_dtype(dtype: int | None) -> np.dtype | None:
+    """The numpy dtype a feed of ``dtype`` is converted to, where conversion is the identity
+    (not strings, which become bytes arrays); None otherwise."""
+    if dtype is None or dtypes.base_dtype(dtype) == dtypes.DT_STRING:
+        return None
+    try:
+        return dtypes.as_numpy_dtype(dtype)
+    except KeyError:
+        return None
 
 
 def _shape_str(shape: tuple) -> str:

@@ -126,6 +126,9 @@ class AspiredVersionsManager:
         self._pins = threading.Condition(self._pins_lock)
         self._harnesses: dict[str, dict[int, _Harness]] = {}
         self._available: dict[str, dict[int, _Harness]] = {}
+        # What requests read: a copy of ``_available`` replaced (never changed) under the pins
+        # lock, so that a request finds and pins its version taking that one lock only.
+        self._serving: dict[str, dict[int, _Harness]] = {}
         self._states: dict[str, dict[int, VersionState]] = {}  # the ServableStateMonitor
         self._seq = 0
         self._loads_in_flight = 0
@@ -191,23 +194,28 @@ class AspiredVersionsManager:
 
     def get_servable(self, name: str, version: int | None) -> Servable:
         """A pinned handle to ``version`` (None: the highest available)."""
-        with self._lock:
-            available = self._available.get(name)
+        with self._pins_lock:
+            available = self._serving.get(name)
             h = None
             if available:
                 h = available.get(version) if version is not None else available[max(available)]
             if h is None:
                 request = f"Latest({name})" if version is None else f"Specific({name}, {version})"
                 raise errors.NotFoundError(None, None, f"Servable not found for request: {request}")
-            with self._pins_lock:
-                h.pins += 1
+            h.pins += 1
         return Servable(h.id.name, h.id.version, h.bundle, _Pin(self._unpin, h), h.cache)
 
     def _unpin(self, h: _Harness) -> None:
         with self._pins_lock:
             h.pins -= 1
-            if h.pins == 0:
+            if h.pins == 0 and h.state is HarnessState.UNLOADING:
                 self._pins.notify_all()
+
+    def _publish_serving(self) -> None:
+        """Makes the current ``_available`` what requests see (called with the manager's lock)."""
+        snapshot = {name: dict(versions) for name, versions in self._available.items()}
+        with self._pins_lock:
+            self._serving = snapshot
 
     def available_versions(self, name: str) -> list[int]:
         with self._cv:
@@ -344,6 +352,7 @@ class AspiredVersionsManager:
             if error is None:
                 h.bundle, h.state = bundle, HarnessState.READY
                 self._available.setdefault(h.id.name, {})[h.id.version] = h
+                self._publish_serving()
                 logger.info("Successfully loaded servable version %s", h.id)
                 self._publish(h, ManagerState.AVAILABLE)
             else:
@@ -358,6 +367,7 @@ class AspiredVersionsManager:
         available.pop(h.id.version, None)
         if not available:
             self._available.pop(h.id.name, None)
+        self._publish_serving()
         self._publish(h, ManagerState.UNLOADING)
         threading.Thread(
             target=self._unload, args=(h,), name=f"unload-{h.id.name}-{h.id.version}", daemon=True

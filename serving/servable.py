@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from runtime import errors
@@ -35,26 +34,31 @@ class ManagerState(enum.IntEnum):
     END = 50
 
 
-@dataclass(frozen=True)
 class Servable:
     """A loaded model version: ``bundle`` is a ``loader.SavedModelBundle``; ``cache`` holds
     what request paths derive from it once per version.
 
     ``with servable: ...`` releases the pin at the end of the block; otherwise the pin is
-    released when the last reference goes away.
+    released when the last reference goes away. A plain slotted class: one is made per request.
     """
 
-    name: str
-    version: int
-    bundle: Any
-    _release: Any = field(default=None, compare=False, repr=False)
-    # What request paths derive from the bundle (e.g. ``predict.PredictSignature``), built on
-    # first use; the manager gives every handle to one version the same dict.
-    cache: dict = field(default_factory=dict, compare=False, repr=False)
+    __slots__ = ("name", "version", "bundle", "_release", "cache")
+
+    def __init__(self, name: str, version: int, bundle: Any, _release: Any = None, cache: dict | None = None):
+        self.name = name
+        self.version = version
+        self.bundle = bundle
+        self._release = _release
+        # What request paths derive from the bundle (e.g. ``predict.PredictSignature``), built on
+        # first use; the manager gives every handle to one version the same dict.
+        self.cache = {} if cache is None else cache
 
     @property
     def id(self) -> ServableId:
         return ServableId(self.name, self.version)
+
+    def __repr__(self) -> str:
+        return f"Servable(name={self.name!r}, version={self.version})"
 
     def __enter__(self) -> Servable:
         return self

@@ -1,6 +1,7 @@
 """Elementwise math kernels: unary and binary cwise ops, comparisons, logical ops, Cast, AddN.
 
-Numerics follow TF's CPU kernels: numpy broadcasting (TF's rules) with TF's "Incompatible
+Numerics follow TF's CPU kernels (overflow, inf and nan come silently: the unary and binary
+kernels rely on the Session running every plan under ``np.errstate(all="ignore")``): numpy broadcasting (TF's rules) with TF's "Incompatible
 shapes" error, integer ops wrap on overflow, integer division by zero is an error, FloorDiv/
 FloorMod round toward -inf while TruncateDiv/TruncateMod/Mod/Div (on integers) round toward
 zero, Maximum/Minimum propagate NaN, Round is half-to-even. Float16 and bfloat16 transcendental
@@ -63,10 +64,9 @@ def _is_int(dtype: np.dtype) -> bool:
 def _unary(fn, via_float32: bool = True):
     def compute(x):
         x = np.asarray(x)
-        with np.errstate(all="ignore"):
-            if via_float32 and _low_precision(x.dtype):
-                return out(fn(x.astype(np.float32)), x.dtype)
-            return out(fn(x), x.dtype)
+        if via_float32 and _low_precision(x.dtype):
+            return out(fn(x.astype(np.float32)), x.dtype)
+        return out(fn(x), x.dtype)
 
     return compute
 
@@ -269,10 +269,9 @@ def _binary(fn, int_divisor: bool, via_float32: bool):
         broadcast(x, y)
         if int_divisor:
             _check_int_divisor(y, internal=int_divisor == "internal")
-        with np.errstate(all="ignore"):
-            if via_float32 and _low_precision(x.dtype):
-                return out(fn(x.astype(np.float32), y.astype(np.float32)), x.dtype)
-            return out(fn(x, y), x.dtype)
+        if via_float32 and _low_precision(x.dtype):
+            return out(fn(x.astype(np.float32), y.astype(np.float32)), x.dtype)
+        return out(fn(x, y), x.dtype)
 
     return compute
 

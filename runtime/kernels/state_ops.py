@@ -17,9 +17,14 @@ LEGACY_VAR_KIND = "N10tensorflow9LegacyVarE"
 
 @kernel("VariableV2", "Variable", stateful=True)
 def variable_v2(*, dtype, shape=None, container="", shared_name="", ctx):
-    container, name = resource_key(container, shared_name, ctx.name)
-    handle = ResourceHandle(container, name, LEGACY_VAR_KIND, dtype, shape)
-    return ctx.resources.lookup_or_create(handle, lambda: Var(name, dtype, shape))
+    """The node's variable, created on first use and then kept by the node (TF's VariableOp
+    keeps its ref the same way), so later runs skip the resource manager."""
+    var = ctx.cached
+    if var is None:
+        container, name = resource_key(container, shared_name, ctx.name)
+        handle = ResourceHandle(container, name, LEGACY_VAR_KIND, dtype, shape)
+        var = ctx.cached = ctx.resources.lookup_or_create(handle, lambda: Var(name, dtype, shape))
+    return var
 
 
 def _shape_text(shape) -> str:

@@ -208,7 +208,9 @@ def test_timeout_in_ms_raises_deadline_exceeded():
 
 
 def test_full_trace_fills_step_stats():
-    session = Session(graph=_chain(3))
+    nodes = [("x", "Placeholder", [], {"dtype": 1})]
+    nodes += [(f"n{i}", "Neg", [f"n{i - 1}" if i else "x"], {"T": 1}) for i in range(3)]
+    session = Session(graph=make_graph(*nodes))
     metadata = config_pb2.RunMetadata()
     options = config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE)
     session.run("n2:0", {"x:0": 1.0}, options=options, run_metadata=metadata)
@@ -328,3 +330,17 @@ def test_values_are_freed_after_their_last_use():
     _alive.clear()
     # When c runs, a's value (read only by b) is gone; b's is still c's input.
     assert Session(graph=graph).run("c:0", {"x:0": 1.0}).tolist() == [True]
+
+
+def test_forwarding_identity_costs_no_step_but_keeps_names_and_deadness():
+    """An Identity without control edges shares its input's slot; one with control inputs runs."""
+    graph = make_graph(
+        ("x", "Placeholder", [], {"dtype": 1}),
+        ("i", "Identity", ["x"], {"T": 1}),
+        ("n", "Neg", ["i"], {"T": 1}),
+        ("j", "Identity", ["n", "^n"], {"T": 1}),
+    )
+    session = Session(graph=graph)
+    assert session.run(["i:0", "n:0", "j:0"], {"x:0": 2.0}) == [2.0, -2.0, -2.0]
+    plan = session.plan([graph.get_tensor_by_name("x:0")], [graph.get_tensor_by_name("j:0")], [])
+    assert [step.op.type for step in plan.steps] == ["Neg", "Identity"]

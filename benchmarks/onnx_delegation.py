@@ -1,4 +1,4 @@
-"""Session.run latency per oracle model: delegation, native kernels, TF's session and raw onnxruntime.
+"""Session latency per oracle model: delegation, native kernels, TF's session and raw onnxruntime.
 
 For each oracle model (its first case: tag set, signature and inputs) and each batch size (1 and
 32: the case's inputs repeated or cut along axis 0), four sessions run the same signature on the
@@ -15,7 +15,8 @@ same feeds in the same run:
   validation tolerance) before it is timed. A model tf2onnx cannot convert or onnxruntime cannot
   run, or whose outputs differ, shows "-" and one line saying why.
 
-Each is warmed up (delegated clusters compile and validate on their first run), then timed call by
+Sessions run the signature through ``Session.make_callable`` (ours and TF's alike): names are
+resolved once, as model_server runs a signature. Each is warmed up (delegated clusters compile and validate on their first run), then timed call by
 call for ``--seconds`` cut in five slices: our two sessions and raw onnxruntime alternate slice by
 slice, TF's session runs afterwards in its subprocess. The latency printed is the lowest of the
 five slice medians (robust to bursts of load from other processes), with the ratios, the share of
@@ -74,15 +75,17 @@ TF_SIDE = textwrap.dedent(
                     job["input_names"][key]: tf.make_ndarray(tensor_pb2.TensorProto.FromString(open(path, "rb").read()))
                     for key, path in files.items()
                 }
-                fetches = job["fetches"]
+                names = list(feeds)
+                run = sess.make_callable(job["fetches"], names)
+                values = [feeds[n] for n in names]
                 for _ in range(3):
-                    sess.run(fetches, feeds)
+                    run(*values)
                 medians = []
                 for _ in range(slices):
                     times, start = [], time.perf_counter()
                     while time.perf_counter() - start < seconds / slices or len(times) < 5:
                         t0 = time.perf_counter()
-                        sess.run(fetches, feeds)
+                        run(*values)
                         times.append(time.perf_counter() - t0)
                     medians.append(statistics.median(times))
                 results[f"{job['model']}/{batch}"] = min(medians) * 1e3
@@ -168,10 +171,13 @@ def time_model(job: dict, converted: Path | str, seconds: float) -> None:
         job["fetches"], job["input_names"] = fetches, {k: v.name for k, v in signature.inputs.items()}
         medians, raw = {}, None
         for batch, values in job["batched"].items():
-            feeds = {signature.inputs[key].name: value for key, value in values.items()}
+            names = [signature.inputs[key].name for key in values]
+            feeds = list(values.values())
+            run_native = native.session.make_callable(fetches, names)
+            run_delegated = delegated.session.make_callable(fetches, names)
             calls = {
-                "native": lambda feeds=feeds: native.session.run(fetches, feeds),
-                "delegated": lambda feeds=feeds: delegated.session.run(fetches, feeds),
+                "native": lambda run=run_native, feeds=feeds: run(*feeds),
+                "delegated": lambda run=run_delegated, feeds=feeds: run(*feeds),
             }
             ours = dict(zip(keys, calls["native"]()))
             calls["delegated"]()  # delegated clusters compile and validate on their first run

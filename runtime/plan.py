@@ -37,8 +37,8 @@ from runtime.op_def import OpSignature
 
 _SCRATCH = 0
 _monotonic = time.monotonic
-# Kernels that return their only input unchanged (Identity, StopGradient, PlaceholderWithDefault).
-_FORWARDING = (lookup("Identity").fn, lookup("PlaceholderWithDefault").fn)
+# Kernels that return their inputs unchanged (Identity, StopGradient, IdentityN, PlaceholderWithDefault).
+_FORWARDING = (lookup("Identity").fn, lookup("IdentityN").fn, lookup("PlaceholderWithDefault").fn)
 
 
 class UnsupportedOpsError(errors.UnimplementedError):
@@ -243,7 +243,8 @@ class _StepBuilder:
             kernel.call in _FORWARDING
             and not op.control_inputs
             and op not in self.controlled
-            and op.outputs[0] not in self.fed
+            and len(op.outputs) == len(op.inputs)
+            and not any(t in self.fed for t in op.outputs)
         )
 
     def value_slot(self, tensor: Tensor, is_ref_input: bool, op: Operation | None) -> int:
@@ -260,7 +261,8 @@ class _StepBuilder:
         ref_in = _ref_flags(signature.inputs, attrs) if signature else []
         inputs = tuple(self.value_slot(t, i < len(ref_in) and ref_in[i], op) for i, t in enumerate(op.inputs))
         if self._forwards(op, kernel):
-            self.slot_of[op.outputs[0]] = inputs[0]  # no step: readers read the input's slot
+            for tensor, slot in zip(op.outputs, inputs):
+                self.slot_of[tensor] = slot  # no step: readers read the input's slot
             return
         count = op.num_outputs
         multi = kernel.multi

@@ -1,9 +1,8 @@
-"""AspiredVersionsManager and ServerCore: which model versions are loaded, and handles to them.
+"""AspiredVersionsManager: which model versions are loaded, and pinned handles to them.
 
 ``FileSystemStoragePathSource`` -> ``AspiredVersionsManager.set_aspired_versions`` -> the
 availability-preserving ``policy`` -> loads and unloads on worker threads. ``ServerCore``
-owns the ModelServerConfig (models, version policies, version labels), wires the source to
-the manager, and resolves a request's ``model_spec`` to a ``Servable``.
+(``serving/server_core.py``) owns the configuration and drives this manager.
 
 Guarantees:
 
@@ -22,7 +21,6 @@ Guarantees:
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -30,11 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime import errors
-from serving import model_config
 from serving import policy as policy_lib
 from serving.policy import HarnessState
-from serving.servable import ManagerState, Servable, ServableId, fingerprint, saved_model_load_fn
-from serving.source import AspiredVersion, FileSystemStoragePathSource, ServableToMonitor, VersionPolicy
+from serving.servable import ManagerState, Servable, ServableId, fingerprint
+from serving.source import AspiredVersion
 
 logger = logging.getLogger(__name__)
 
@@ -403,168 +400,3 @@ def _close_bundle(bundle: Any) -> None:
     close = getattr(session, "close", None)
     if callable(close):
         close()
-
-
-class ServerCore:
-    """The models this server serves: config, sources, manager, version labels.
-
-    ``servable_handle(model_spec)`` is the request path's entry: it resolves ``name`` plus
-    ``version`` / ``version_label`` / neither (latest) to a pinned ``Servable``. ``options``
-    (a ``ServerOptions``) is public so request handlers can read request-path flags such as
-    ``enable_signature_method_name_check``. Thread-safe.
-    """
-
-    def __init__(self, options, load_fn: LoadFn | None = None):
-        self.options = options
-        self._manager = AspiredVersionsManager(
-            load_fn or saved_model_load_fn(options),
-            num_load_threads=options.num_load_threads,
-            max_num_load_retries=options.max_num_load_retries,
-            load_retry_interval_seconds=max(options.load_retry_interval_micros, 0) / 1e6,
-        )
-        self._config = model_config.ModelServerConfig()
-        self._config_lock = threading.Lock()
-        self._labels: dict[str, dict[str, int]] | None = None
-        self._labels_lock = threading.Lock()
-        self._source: FileSystemStoragePathSource | None = None
-
-    @property
-    def manager(self) -> AspiredVersionsManager:
-        return self._manager
-
-    @property
-    def config(self):
-        with self._config_lock:
-            return model_config.ModelServerConfig.FromString(self._config.SerializeToString())
-
-    # -- requests ---------------------------------------------------------------------------
-
-    def servable_handle(self, model_spec) -> Servable:
-        name = model_spec.name
-        if not name:
-            raise errors.InvalidArgumentError(None, None, "ModelSpec has no name specified.")
-        choice = model_spec.WhichOneof("version_choice")
-        if choice == "version":
-            version = model_spec.version.value
-        elif choice == "version_label":
-            version = self._version_for_label(name, model_spec.version_label)
-        else:
-            version = None
-        return self._manager.get_servable(name, version)
-
-    def _version_for_label(self, name: str, label: str) -> int:
-        with self._labels_lock:
-            if self._labels is None:
-                raise errors.UnavailableError(None, None, f"Model labels does not init yet.{label}")
-            version = self._labels.get(name, {}).get(label)
-        if version is None:
-            raise errors.InvalidArgumentError(None, None, f"Unrecognized servable version label: {label}")
-        return version
-
-    def model_status(self, name: str, version: int | None = None) -> list[VersionState]:
-        """GetModelStatus's view: states of one or all versions, highest first."""
-        states = self._manager.version_states(name)
-        if version is not None:
-            if version not in states:
-                raise errors.NotFoundError(None, None, f"Could not find version {version} of model {name}")
-            return [states[version]]
-        if not states:
-            raise errors.NotFoundError(None, None, f"Could not find any versions of model {name}")
-        return list(states.values())
-
-    def model_names(self) -> list[str]:
-        """Every model the manager has seen (available or not)."""
-        return self._manager.model_names()
-
-    def has_available_version(self, name: str) -> bool:
-        return bool(self._manager.available_versions(name))
-
-    def add_state_listener(self, listener: StateListener) -> None:
-        self._manager.add_state_listener(listener)
-
-    # -- configuration ------------------------------------------------------------------------
-
-    def reload_config(self, new_config) -> None:
-        """Moves to ``new_config`` (TF Serving's ``ServerCore::ReloadConfig``); blocks until new
-        models are available. Raises OpError with TF Serving's texts."""
-        with self._config_lock:
-            old = self._config
-            old_kind, new_kind = old.WhichOneof("config"), new_config.WhichOneof("config")
-            is_first, is_same = old_kind is None, old == new_config
-            if not (is_first or is_same or old_kind == new_kind == "model_config_list"):
-                msg = (
-                    "Cannot transition to requested config. It is only legal to transition from one "
-                    "ModelConfigList to another."
-                )
-                logger.error("%s", msg)
-                raise errors.FailedPreconditionError(None, None, msg)
-            if new_kind is None:
-                logger.info("Taking no action for empty config.")
-                return
-            if new_kind != "model_config_list":
-                raise errors.InvalidArgumentError(
-                    None, None, "ModelServer does not yet support custom model config."
-                )
-            model_config.validate_model_config_list(
-                new_config.model_config_list, old.model_config_list if old_kind else None
-            )
-            self._config = model_config.ModelServerConfig.FromString(new_config.SerializeToString())
-            self._update_labels()
-            logger.info("Adding/updating models.")
-            self._add_models(old, first_models=self._source is None)
-            logger.info("Finished adding/updating models")
-            logger.info("Finished reloading config")
-
-    def _update_labels(self) -> None:
-        def available(name: str, version: int) -> bool:
-            return version in self._manager.available_versions(name)
-
-        with self._labels_lock:
-            self._labels = model_config.version_label_map(
-                self._config,
-                available,
-                self._labels,
-                self.options.allow_version_labels_for_unavailable_models,
-            )
-
-    def _add_models(self, old_config, first_models: bool) -> None:
-        servables = []
-        for model in self._config.model_config_list.config:
-            logger.info(" (Re-)adding model: %s", model.name)
-            policy = VersionPolicy.from_proto(model.model_version_policy)
-            servables.append(ServableToMonitor(model.name, model.base_path, policy))
-        names = {s.servable_name for s in servables}
-        since = self._manager.current_seq()
-        if first_models:
-            self._manager.set_num_load_threads(4 * (os.cpu_count() or 1))  # TF: fast initial load
-            self._source = FileSystemStoragePathSource(
-                servables, self.options.file_system_poll_wait_seconds, self._manager.set_aspired_versions
-            )
-            self._source.start()
-            try:
-                self._await(names, since, "servable(s)")
-            finally:
-                self._manager.set_num_load_threads(self.options.num_load_threads)
-        else:
-            new_names = names - {m.name for m in old_config.model_config_list.config}
-            self._source.update_config(servables)
-            self._await(new_names, since, "model(s)")
-
-    def _await(self, names: set[str], since: int, noun: str) -> None:
-        reached = self._manager.wait_for_models(names, since)
-        failed = {n: s for n, s in reached.items() if s.state is not ManagerState.AVAILABLE}
-        if failed:
-            parts = "".join(
-                f"{{{ServableId(n, s.version)}"
-                + (f" due to error: {status_string(s.error)}" if s.error is not None else "")
-                + "}, "
-                for n, s in sorted(failed.items())
-            )
-            raise errors.UnknownError(
-                None, None, f"{len(failed)} {noun} did not become available: {{{parts}}}"
-            )
-
-    def stop(self) -> None:
-        if self._source is not None:
-            self._source.stop()
-        self._manager.stop()

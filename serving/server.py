@@ -25,10 +25,11 @@ from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
 from serving import model_config
 from serving.health import ModelHealth
-from serving.manager import ServerCore, status_string
+from serving.manager import status_string
 from serving.model_service import ModelServiceServicer
 from serving.options import ServerOptions
 from serving.servable import session_config
+from serving.server_core import ServerCore
 
 logger = logging.getLogger(__name__)
 

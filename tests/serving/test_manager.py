@@ -12,9 +12,10 @@ import pytest
 from apis.tensorflow_serving.apis import model_pb2
 from runtime import errors
 from serving import model_config
-from serving.manager import AspiredVersionsManager, ServerCore
+from serving.manager import AspiredVersionsManager
 from serving.options import ServerOptions
 from serving.servable import ManagerState
+from serving.server_core import ServerCore
 from serving.source import AspiredVersion
 
 

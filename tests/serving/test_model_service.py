@@ -15,10 +15,10 @@ from apis.tensorflow_serving.apis import (
 )
 from runtime import errors
 from serving import model_config
-from serving.manager import ServerCore
 from serving.model_service import to_status_proto
 from serving.options import ServerOptions
 from serving.server import build_server, parse_channel_arguments, server_options
+from serving.server_core import ServerCore
 
 State = get_model_status_pb2.ModelVersionStatus.State
 

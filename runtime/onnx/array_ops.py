@@ -20,9 +20,11 @@ def _int64(b: Builder, name: str) -> str:
     return b.cast(name, TensorProto.INT64)
 
 
-@converter("Identity", "StopGradient", "PreventGradient", "Snapshot")
+@converter("Identity", "StopGradient", "PreventGradient", "Snapshot", lists=True)
 def identity(node: TFNode, b: Builder) -> str:
     (x,) = node.inputs
+    if x in b.lists:  # a TensorList: the same list (it may have no tensor yet, see list_ops)
+        return x
     const = node.const(0)
     if const is not None:  # keep constants visible to later converters (shapes, axes)
         return b.const(const, node.name)

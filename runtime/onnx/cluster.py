@@ -5,7 +5,9 @@ one ``onnxruntime.InferenceSession`` (compiled on the first run with that signat
 dtypes then are the real ones). The first run of each signature also runs the cluster's ops with
 the native kernels on the same inputs and compares; on a conversion failure or a mismatch the
 whole cluster drops back to the native kernels for good, and the reason goes to the log and to
-the model's ``DelegationReport``. InferenceSession.run is thread-safe, so one session per
+the model's ``DelegationReport``. A cluster holding whole While loops runs, natively, its
+``native_subgraph``: the loops' bodies delegated as for loops that never convert whole (see
+``delegate.add_loop_fallbacks``). InferenceSession.run is thread-safe, so one session per
 signature serves every thread; compiling takes the runner's lock.
 """
 
@@ -20,12 +22,14 @@ import onnxruntime as ort
 
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import dtypes
+from runtime.function import FunctionLibraryRuntime
 from runtime.graph import Graph, Operation
 from runtime.kernels.registry import kernel
 from runtime.onnx import options as options_lib
 from runtime.onnx.converter import Signature, convert_subgraph
 from runtime.onnx.partition import CLUSTER_OP
 from runtime.plan import build_plan, run_plan
+from runtime.resources import ResourceMgr
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +50,14 @@ class ClusterRunner:
         device: str = "",
         report=None,
         flops: float | None = None,
+        native_subgraph: bytes = b"",
     ):
         self.name = name
         self._graph_def = graph_pb2.GraphDef.FromString(subgraph)
+        # What runs natively (validation, fallback): the same ops, loops with delegated bodies.
+        self._native_def = (
+            graph_pb2.GraphDef.FromString(native_subgraph) if native_subgraph else self._graph_def
+        )
         self._inputs = input_names
         self._outputs = output_names
         self._options = options
@@ -139,10 +148,14 @@ class ClusterRunner:
 
     def _run_native(self, inputs) -> list:
         if self._native_plan is None:
-            graph = Graph.from_graph_def(self._graph_def)
+            graph = Graph.from_graph_def(self._native_def)
             feeds = [graph.get_tensor_by_name(f"{n}:0") for n in self._inputs]
             fetches = [graph.get_tensor_by_name(t) for t in self._outputs]
-            self._native_plan = build_plan(feeds, fetches, ())
+            resources, functions = None, None
+            if graph.functions:  # a While's cond and body: they hold no resources (see delegate)
+                resources = ResourceMgr()
+                functions = FunctionLibraryRuntime(graph.functions, resources)
+            self._native_plan = build_plan(feeds, fetches, (), resources, functions)
         return [np.asarray(v) for v in run_plan(self._native_plan, list(inputs))]
 
 
@@ -174,6 +187,7 @@ def attach(op: Operation, options: options_lib.DelegationOptions, report=None) -
         attr["device"].s.decode() if "device" in attr else "",
         report,
         attr["flops"].f if "flops" in attr else None,
+        attr["native_subgraph"].s if "native_subgraph" in attr else b"",
     )
     with _RUNNERS_LOCK:
         _RUNNERS[op] = runner

@@ -23,7 +23,8 @@ pattern is exact, which is the only place that decision can be made safely.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,6 +64,8 @@ class ConverterDef:
     num_outputs: int  # the TF outputs the converter produces, from index 0
     const_inputs: tuple[int, ...]  # inputs whose value must be known when converting (-1: the last)
     dtypes: frozenset[int] | None  # allowed dtypes of input 0 (None: any ONNX_TYPES)
+    lists: bool = False  # may take or give DT_VARIANT TensorLists (dense tensors in ONNX, list_ops.py)
+    check: Callable | None = None  # op -> why it cannot convert (None: it can), beyond this data
 
 
 CONVERTERS: dict[str, ConverterDef] = {}
@@ -73,12 +76,25 @@ def converter(
     num_outputs: int = 1,
     const_inputs: tuple[int, ...] = (),
     dtypes: Sequence[int] | None = None,
+    lists: bool = False,
+    check: Callable | None = None,
 ) -> Callable[[Callable], Callable]:
-    """Register ``fn`` as the ONNX converter of each TF op type named."""
+    """Register ``fn`` as the ONNX converter of each TF op type named.
+
+    ``num_outputs=None``: every output. ``lists``: the op reads or writes TensorLists (the
+    partitioner then lets DT_VARIANT tensors inside a cluster, never across its boundary).
+    ``check(op)``: a static reason the op cannot convert, for conditions the data cannot say.
+    """
 
     def register(fn: Callable) -> Callable:
         definition = ConverterDef(
-            op_types, fn, num_outputs, const_inputs, frozenset(dtypes) if dtypes is not None else None
+            op_types,
+            fn,
+            num_outputs,
+            const_inputs,
+            frozenset(dtypes) if dtypes is not None else None,
+            lists,
+            check,
         )
         for op_type in op_types:
             if op_type in CONVERTERS:
@@ -103,23 +119,55 @@ class Value:
 
 
 @dataclass
+class ListInfo:
+    """What the builder knows of a TensorList: its declared element shape as TF keeps it (-1 for
+    an unknown dimension, None for an unknown rank), length (None: unknown) and whether an ONNX
+    tensor holds it (a reserved list of partly unknown
+    element shape has none until a loop writes it; see control_flow_ops.py)."""
+
+    element_shape: tuple[int, ...] | None
+    num_elements: int | None
+    dense: bool
+
+
+@dataclass
 class Builder:
-    """Accumulates one ONNX graph: nodes, initializers, and each value's type, rank and constant."""
+    """Accumulates one ONNX graph: nodes, initializers, and each value's type, rank and constant.
+
+    A ``child`` builds a subgraph (a ``Loop`` body): it sees its parent's values, and its names
+    and constants belong to the root graph, so names are unique across the model and weights are
+    initializers onnxruntime can pre-pack.
+    """
 
     nodes: list = field(default_factory=list)
     initializers: list = field(default_factory=list)
     graph_inputs: list = field(default_factory=list)
     values: dict[str, Value] = field(default_factory=dict)
+    library: Mapping = field(default_factory=dict)  # FunctionDefs by name (While bodies)
+    lists: dict[str, ListInfo] = field(default_factory=dict)  # ONNX name -> TensorList facts
+    parent: Builder | None = None
     _count: int = 0
 
+    def child(self) -> Builder:
+        return Builder(
+            values=ChainMap({}, self.values),
+            library=self.library,
+            lists=ChainMap({}, self.lists),
+            parent=self,
+        )
+
+    def _root(self) -> Builder:
+        return self if self.parent is None else self.parent._root()
+
     def fresh(self, hint: str) -> str:
-        self._count += 1
-        return f"{hint.replace(':', '_')}__{self._count}"
+        root = self._root()
+        root._count += 1
+        return f"{hint.replace(':', '_')}__{root._count}"
 
     def const(self, array, hint: str = "const") -> str:
         array = np.asarray(array)
         name = self.fresh(hint)
-        self.initializers.append(numpy_helper.from_array(array, name))
+        self._root().initializers.append(numpy_helper.from_array(array, name))
         elem = helper.np_dtype_to_tensor_dtype(array.dtype)
         self.values[name] = Value(elem, array.ndim, array)
         return name
@@ -155,6 +203,8 @@ class Builder:
 
     def infer_rank(self, name: str) -> int | None:
         """``name``'s rank by ONNX shape inference over the graph so far (where tracking lost it)."""
+        if self.parent is not None:
+            return None  # a subgraph alone is no model to infer
         small = [t for t in self.initializers if np.prod(t.dims) <= 4096]
         big = [
             helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
@@ -178,6 +228,11 @@ class Builder:
     def cast(self, name: str, elem_type: int) -> str:
         if self.elem_type(name) == elem_type:
             return name
+        const = self.values[name].const
+        if const is not None and const.dtype.kind in "iub":  # shapes, axes: no Cast node per run
+            target = helper.tensor_dtype_to_np_dtype(elem_type)
+            if np.can_cast(const.dtype, target) or np.array_equal(const.astype(target), const):
+                return self.const(const.astype(target), "cast")
         return self.op("Cast", [name], to=elem_type, elem_type=elem_type, rank=self.rank(name))
 
 
@@ -242,7 +297,7 @@ def convert_subgraph(
     ``graph_def`` lists its nodes in a topological order; ``input_names`` are its Placeholder
     nodes, in the cluster's input order; ``output_names`` its output tensors (``node:i``).
     """
-    b = Builder()
+    b = Builder(library={f.signature.name: f for f in graph_def.library.function})
     by_tensor: dict[str, str] = {}
     graph_inputs = []
     position = {name: i for i, name in enumerate(input_names)}
@@ -256,27 +311,30 @@ def convert_subgraph(
             b.graph_inputs = graph_inputs
             by_tensor[f"{node.name}:0"] = onnx_name
             continue
-        attrs = attr_lib.decode_attrs(node.attr)
-        if node.op == "Const":
-            onnx_type(attrs["dtype"])
-            value = tensor_util.make_ndarray(node.attr["value"].tensor)
-            by_tensor[f"{node.name}:0"] = b.const(value, node.name)
-            continue
         inputs = []
         for text in node.input:
             source, index, is_control = parse_input(text)
             if not is_control:
                 inputs.append(by_tensor[f"{source}:{index}"])
-        definition = lookup(node.op)
-        if definition is None:
-            raise NotConvertible(f"no converter for {node.op}")
-        tf_node = TFNode(node.name, node.op, attrs, inputs, b)
-        results = definition.fn(tf_node, b)
-        results = [results] if isinstance(results, str) else list(results)
+        results = emit(b, node.name, node.op, node.attr, inputs)
         for i, onnx_name in enumerate(results):
             if onnx_name is not None:
                 by_tensor[f"{node.name}:{i}"] = onnx_name
     return _model(b, graph_inputs, [by_tensor[t] for t in output_names])
+
+
+def emit(b: Builder, name: str, op_type: str, attr_protos: Mapping, inputs: list[str]) -> list[str | None]:
+    """Converts one TF node (``Const`` included) whose inputs are the ONNX values ``inputs``;
+    the ONNX value of each of its outputs (None: not produced)."""
+    attrs = attr_lib.decode_attrs(attr_protos)
+    if op_type == "Const":
+        onnx_type(attrs["dtype"])
+        return [b.const(tensor_util.make_ndarray(attr_protos["value"].tensor), name)]
+    definition = lookup(op_type)
+    if definition is None:
+        raise NotConvertible(f"no converter for {op_type}")
+    results = definition.fn(TFNode(name, op_type, attrs, inputs, b), b)
+    return [results] if isinstance(results, str) else list(results)
 
 
 def _model(b: Builder, graph_inputs: list, results: list[str]) -> onnx.ModelProto:

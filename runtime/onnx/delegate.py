@@ -3,7 +3,9 @@
 Steps, each a pure function of the one before except where the Session's variables are read:
 
 1. ``inline_calls``: TF2 call nodes whose bodies only compute become their bodies;
-   ``delegate_functions``: While/If bodies that stay functions get delegated copies;
+   ``freeze_loop_variables``: read-only variables a While takes become constants of its body;
+   ``delegate_functions``: While/If bodies that stay functions get delegated copies (a While
+   that converts whole becomes one ONNX ``Loop`` in a cluster instead);
 2. the served region: ops the signatures need (clusters never mix ops of different signature
    sets, nor take in a tensor a signature feeds), or the whole graph;
 3. variables: if no op of that region can write a variable (``Assign*``, ``Scatter*``,
@@ -25,11 +27,14 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from apis.tensorflow.core.framework import graph_pb2
 from runtime.graph import Graph, Operation
 from runtime.onnx import cluster as cluster_lib
 from runtime.onnx import partition
+from runtime.onnx.control_flow_ops import WHILE_OPS
 from runtime.onnx.functions import delegate_functions
 from runtime.onnx.inline import inline_calls
+from runtime.onnx.loop_variables import freeze_loop_variables
 from runtime.onnx.options import DelegationOptions
 from runtime.onnx.report import BOOKKEEPING, ClusterSummary, DelegationReport, estimate_flops
 from runtime.plan import build_plan, run_plan
@@ -56,9 +61,13 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     key = f"delegation-{next(_KEYS)}"
     body_clusters: list[ClusterSummary] = []
     body_native: dict[str, tuple[str, str]] = {}
+    graph_def, library = inline_calls(original.as_graph_def(), original.functions), original.functions
+    if options.freeze_variables:
+        values = loop_variable_values(graph_def, library, signatures, session.resources)
+        graph_def, library = freeze_loop_variables(graph_def, library, values)
     inlined_def, library = delegate_functions(
-        inline_calls(original.as_graph_def(), original.functions),
-        original.functions,
+        graph_def,
+        library,
         key,
         (options.min_cluster_ops, options.heavy_cluster_flops),
         _body_report(body_clusters, body_native),
@@ -75,8 +84,10 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     clusters = partition.propose_clusters(
         inlined, frozen, within, options.min_cluster_ops, options.heavy_cluster_flops
     )
+    fused_def = partition.fuse(inlined, clusters, frozen, {op.name for op in region})
+    add_loop_fallbacks(fused_def, key, (options.min_cluster_ops, options.heavy_cluster_flops))
     fused = Graph(functions=library)
-    fused.import_graph_def(partition.fuse(inlined, clusters, frozen))
+    fused.import_graph_def(fused_def)
     _copy_collections(original, fused)
     if original.finalized:
         fused.finalize()
@@ -90,6 +101,23 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     session.delegation_report = report
     logger.info("%s", report.summary())
     return report
+
+
+def add_loop_fallbacks(graph_def: graph_pb2.GraphDef, key: str, min_size: tuple[int, float]) -> None:
+    """Gives each cluster holding whole loops a ``native_subgraph``: the same ops with the loops'
+    bodies delegated (``delegate_functions``), which it runs if its conversion or validation fails,
+    so a loop that cannot run as one ONNX ``Loop`` after all runs as loops that never could."""
+    for node in graph_def.node:
+        if node.op != partition.CLUSTER_OP:
+            continue
+        sub = graph_pb2.GraphDef.FromString(node.attr["subgraph"].s)
+        if not any(n.op in WHILE_OPS for n in sub.node):
+            continue
+        library = {f.signature.name: f for f in sub.library.function}
+        native, new_library = delegate_functions(sub, library, key, min_size, whole_loops=False)
+        del native.library.function[:]
+        native.library.function.extend(new_library[name] for name in sorted(new_library))
+        node.attr["native_subgraph"].s = native.SerializeToString(deterministic=True)
 
 
 def served_region(graph: Graph, signatures: Iterable | None) -> dict[Operation, frozenset[int]]:
@@ -152,6 +180,27 @@ def writes_variables(ops: Iterable[Operation], library) -> str | None:
             if node.op in library:
                 pending.append(node.op)
     return None
+
+
+def loop_variable_values(graph_def, library, signatures, resources) -> dict[str, np.ndarray]:
+    """VarHandleOp name -> current value, for the variables the served While loops take as
+    inputs, where nothing served can write a variable (as ``freeze_variables``); else {}."""
+    if not any(node.op in WHILE_OPS for node in graph_def.node):
+        return {}
+    graph = Graph(functions=library)
+    graph.import_graph_def(graph_def)
+    region = list(served_region(graph, signatures))
+    if writes_variables(region, library) is not None:
+        return {}
+    handles = list(
+        {t.op: None for op in region if op.type in WHILE_OPS for t in op.inputs if t.op.type == "VarHandleOp"}
+    )
+    try:
+        plan = build_plan((), [op.outputs[0] for op in handles], (), resources, None)
+        found = [resources.get(h) for h in run_plan(plan, [])]
+    except Exception:  # noqa: BLE001 - an unreadable variable keeps its loop as it is
+        return {}
+    return {op.name: var.value for op, var in zip(handles, found) if getattr(var, "value", None) is not None}
 
 
 def variable_reads(ops: Iterable[Operation]) -> list[Operation]:

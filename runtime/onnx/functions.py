@@ -1,7 +1,8 @@
 """Delegation inside the functions that stay calls: the bodies and branches of While, If and Case.
 
-A TF2 RNN's cell runs in a ``While`` body, once per time step; inlining cannot flatten a loop, so
-the body itself is partitioned and fused, into a NEW FunctionDef named ``<name>__ort`` (the
+A ``While`` whose cond and body convert whole (``control_flow_ops.while_reason``) is left alone:
+it becomes one ONNX ``Loop`` in the cluster around it. Any other TF2 loop's cell runs in its body,
+once per step; inlining cannot flatten a loop, so the body itself is partitioned and fused, into a NEW FunctionDef named ``<name>__ort`` (the
 original stays in the library, untouched), and the loop node is pointed at it. Cluster nodes in
 a body carry ``key``: the delegation they belong to (options and report), since the body's
 Operations only exist once the Session instantiates the function. Function bodies are read with
@@ -18,6 +19,7 @@ from apis.tensorflow.core.framework import function_pb2, graph_pb2
 from runtime.function import instantiate
 from runtime.graph import Graph
 from runtime.onnx import partition
+from runtime.onnx.control_flow_ops import WHILE_OPS, while_reason
 from runtime.onnx.inline import inline_calls
 
 logger = logging.getLogger(__name__)
@@ -32,10 +34,12 @@ def delegate_functions(
     key: str,
     min_size: tuple[int, float] = (1, 0.0),
     on_clusters: Callable[[str, Graph, list[partition.Cluster]], None] | None = None,
+    whole_loops: bool = True,
 ) -> tuple[graph_pb2.GraphDef, dict[str, function_pb2.FunctionDef]]:
     """``graph_def`` with its loop/branch nodes pointed at delegated copies of their functions,
     and the library with those copies added. ``on_clusters(function, body graph, clusters)`` is
-    told of every body's clusters (for the report)."""
+    told of every body's clusters (for the report). ``whole_loops``: leave the While nodes that
+    convert whole as they are (False: delegate their bodies too, for a cluster's fallback)."""
     new_library = dict(library)
     renamed: dict[str, str] = {}
 
@@ -55,15 +59,17 @@ def delegate_functions(
 
     result = graph_pb2.GraphDef()
     result.CopyFrom(graph_def)
-    _point_at(result.node, library, rewrite)
+    _point_at(result.node, library, rewrite, whole_loops)
     return result, new_library
 
 
-def _point_at(nodes, library: Mapping, rewrite: Callable[[str], str]) -> bool:
-    """Rewrites the func attrs of loop/branch nodes; whether any changed."""
+def _point_at(nodes, library: Mapping, rewrite: Callable[[str], str], whole_loops: bool = True) -> bool:
+    """Rewrites the func attrs of loop/branch nodes (not whole-loop ones); whether any changed."""
     changed = False
     for node in nodes:
         if node.op not in LOOP_OPS:
+            continue
+        if whole_loops and node.op in WHILE_OPS and while_reason(node, library) is None:
             continue
         for value in node.attr.values():
             funcs = [value.func] if value.WhichOneof("value") == "func" else list(value.list.func)

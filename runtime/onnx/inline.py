@@ -72,6 +72,17 @@ def with_default_types(graph_def: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
     return result
 
 
+def function_with_default_types(fdef: function_pb2.FunctionDef) -> function_pb2.FunctionDef:
+    """A copy of ``fdef`` whose nodes have the stripped output-type attrs of ``_DEFAULT_TYPES``."""
+    result = function_pb2.FunctionDef()
+    result.CopyFrom(fdef)
+    for node in result.node_def:
+        default = _DEFAULT_TYPES.get(node.op)
+        if default is not None and default[0] not in node.attr:
+            node.attr[default[0]].type = default[1]
+    return result
+
+
 def inline_calls(
     graph_def: graph_pb2.GraphDef, library: Mapping[str, function_pb2.FunctionDef]
 ) -> graph_pb2.GraphDef:

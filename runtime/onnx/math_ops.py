@@ -208,11 +208,8 @@ def _reduce(node: TFNode, b: Builder) -> str:
     keep = int(bool(node.attr("keep_dims", False)))
     rank, const = b.rank(x), node.const(1)
     if const is None:  # axes computed in the graph (e.g. Range(Rank(x))): ONNX takes them as input
-        axes_input, out_rank = (
-            b.op("Reshape", [b.cast(axes, TensorProto.INT64), b.int64s([-1])], rank=1),
-            None,
-        )
-        out_rank = rank if keep else None
+        axes_input = b.op("Reshape", [b.cast(axes, TensorProto.INT64), b.int64s([-1])], rank=1)
+        out_rank = rank if keep or rank == 0 else None  # a scalar stays a scalar (Keras' Max(steps))
     else:
         axes_value = np.asarray(const, np.int64).reshape(-1)
         axes_input = b.int64s(axes_value, "axes")

@@ -9,20 +9,20 @@
   cluster can run as one node. Constants and frozen variable reads are not members: each cluster
   gets its own copy of those it reads. Nodes of TF1 control flow (reachable from a ``Switch`` or
   ``Enter``) and nodes in cycles stay native. A cluster too small to pay for an onnxruntime call
-  (only data movement, or fewer ops than ``min_cluster_ops`` and no big matmul/conv) stays native.
-  With signature groups, a cluster never mixes ops of different signature sets.
-- ``fuse(graph, clusters, frozen)`` returns a NEW GraphDef: each cluster becomes one
+  (only data movement, or fewer ops than ``min_cluster_ops`` and no big matmul/conv nor loop)
+  stays native. With signature groups, a cluster never mixes ops of different signature sets.
+- ``fuse(graph, clusters, frozen, region)`` returns a NEW GraphDef: each cluster becomes one
   ``_OrtCluster`` node carrying a self-contained GraphDef of its ops (``Placeholder`` inputs,
-  ``Const`` copies, frozen variables as ``Const``), and each member whose outputs are read outside
-  the cluster (or by nobody: a fetch) becomes an ``IdentityN`` of the cluster's outputs under its
-  own name, so every tensor name still resolves. Other members are kept, unreachable unless
-  fetched by name.
+  ``Const`` copies, frozen variables as ``Const``, the library functions they call), and each
+  member whose outputs are read outside the cluster by an op of the served ``region`` (or by
+  nobody: a fetch) becomes an ``IdentityN`` of the cluster's outputs under its own name, so every
+  tensor name still resolves. Other members are kept, unreachable unless fetched by name.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +45,7 @@ DATA_MOVEMENT = frozenset(
     }
 )  # fmt: skip
 _CONTROL_FLOW_SOURCES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
+LOOPS = frozenset({"While", "StatelessWhile"})
 # Ops heavy enough to be worth an onnxruntime call on their own.
 HEAVY = frozenset(
     {"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "Conv2D", "DepthwiseConv2dNative"}
@@ -70,6 +71,8 @@ def reason(op: Operation) -> str | None:
         return "no ONNX converter"
     for tensor in [*op.inputs, *op.outputs]:
         dtype = tensor.dtype
+        if definition.lists and dtype is not None and dtypes.base_dtype(dtype) == dtypes.DT_VARIANT:
+            continue  # a TensorList: allowed inside a cluster (never across its boundary)
         if dtype is None or dtypes.base_dtype(dtype) not in converter_lib.ONNX_TYPES:
             shown = dtypes.name(dtype) if dtype else "unknown"
             return f"dtype {shown} of {tensor.name}"
@@ -82,7 +85,7 @@ def reason(op: Operation) -> str | None:
         read = op.graph._max_output_ref.get(op.name, 0)
         if read >= definition.num_outputs:
             return f"output {read} is read and not converted"
-    return None
+    return definition.check(op) if definition.check is not None else None
 
 
 def supported(op: Operation) -> bool:
@@ -147,9 +150,40 @@ def propose_clusters(
     keys must then be frozensets). A cluster is kept when it holds a matrix product or
     convolution of at least ``heavy_flops`` (estimated at batch 1), or at least ``min_cluster_ops``
     ops with one that computes: an onnxruntime call costs about as much as a few interpreter steps,
-    so a smaller cluster runs faster natively.
+    so a smaller cluster runs faster natively. A TensorList (DT_VARIANT) never crosses a
+    cluster's boundary: the ops that would pass one stay native, and the rest is proposed again.
     """
-    frozen = frozen or {}
+    banned: set[str] = set()
+    while True:
+        clusters = _propose(graph, frozen or {}, within, min_cluster_ops, heavy_flops, banned)
+        crossing = _list_crossings(graph, clusters, within)
+        if not crossing:
+            return clusters
+        banned |= crossing
+
+
+def _list_crossings(graph: Graph, clusters: list[Cluster], region) -> set[str]:
+    """Members that would take a TensorList from outside their cluster or expose one from it."""
+    consumers = _consumers(graph, region)
+    found = set()
+    for cluster in clusters:
+        members = set(cluster.nodes)
+        for name in cluster.nodes:
+            op = graph.get_operation_by_name(name)
+            if any(_is_list(t.dtype) and t.op.name not in members for t in op.inputs):
+                found.add(name)
+            outside = [i for c, i in consumers.get(name, ()) if c not in members]
+            if outside or not consumers.get(name):  # exposed: outputs 0..max read (see _escaping)
+                if any(_is_list(t.dtype) for t in op.outputs[: max([0, *outside]) + 1]):
+                    found.add(name)
+    return found
+
+
+def _is_list(dtype: int | None) -> bool:
+    return dtype is not None and dtypes.base_dtype(dtype) == dtypes.DT_VARIANT
+
+
+def _propose(graph: Graph, frozen, within, min_cluster_ops: int, heavy_flops: float, banned) -> list[Cluster]:
     group = (lambda name: None) if within is None else within.get
     order = topological_order(graph)
     index = {op.name: i for i, op in enumerate(order)}
@@ -163,7 +197,7 @@ def propose_clusters(
     for op in order:
         if op.name in sources or op.name in excluded or (within is not None and op.name not in within):
             continue
-        if not supported(op):
+        if op.name in banned or not supported(op):
             continue
         joined = None
         key = group(op.name)
@@ -195,6 +229,7 @@ def propose_clusters(
         types = [graph.get_operation_by_name(n).type for n in names]
         compute = sum(t not in DATA_MOVEMENT for t in types)
         heavy = HEAVY.intersection(types) and _flops(graph, names) >= heavy_flops
+        heavy = heavy or LOOPS.intersection(types)  # a loop run natively costs steps per iteration
         if compute and (len(types) >= min_cluster_ops or heavy):
             nodes = tuple(sorted(names, key=index.__getitem__))
             clusters.append(Cluster(f"ort_cluster_{len(clusters)}", nodes))
@@ -234,11 +269,18 @@ def _cycle(group: set[str], preds, index) -> bool:
 
 # -- fuse -------------------------------------------------------------------------------------
 def fuse(
-    graph: Graph, clusters: list[Cluster], frozen: Mapping[str, np.ndarray] | None = None
+    graph: Graph,
+    clusters: list[Cluster],
+    frozen: Mapping[str, np.ndarray] | None = None,
+    region: Collection[str] | None = None,
 ) -> graph_pb2.GraphDef:
-    """A new GraphDef with each cluster replaced by one ``_OrtCluster`` node (module docstring)."""
+    """A new GraphDef with each cluster replaced by one ``_OrtCluster`` node (module docstring).
+
+    ``region``: the ops that will run (the served signatures'); a reader outside it does not make
+    a cluster output (it would run the member's kept original node natively, if ever run).
+    """
     frozen = frozen or {}
-    consumers = _consumers(graph)
+    consumers = (_consumers(graph, region), _consumers(graph))
     replaced: dict[str, node_def_pb2.NodeDef] = {}
     added = []
     for cluster in clusters:
@@ -252,10 +294,12 @@ def fuse(
     return result
 
 
-def _consumers(graph: Graph) -> dict[str, list[tuple[str, int]]]:
-    """Per op: (consumer, output index or -1 for a control edge)."""
+def _consumers(graph: Graph, region: Collection[str] | None = None) -> dict[str, list[tuple[str, int]]]:
+    """Per op: (consumer, output index or -1 for a control edge), consumers in ``region`` only."""
     found: dict[str, list[tuple[str, int]]] = {}
     for op in graph.get_operations():
+        if region is not None and op.name not in region:
+            continue
         for text in op.node_def.input:
             source, index, is_control = parse_input(text)
             found.setdefault(source, []).append((op.name, -1 if is_control else index))
@@ -293,6 +337,7 @@ def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
         controls += [f"^{c.name}" for c in op.control_inputs if c.name not in members]
         body.append(node)
     sub.node.extend(body)
+    sub.library.function.extend(graph.functions[f] for f in _functions_called(graph, ops))
     outputs, identities = _escaping(graph, cluster, members, consumers)
     fused = node_def_pb2.NodeDef(name=cluster.name, op=CLUSTER_OP)
     fused.input.extend(list(inputs) + list(dict.fromkeys(controls)))
@@ -316,22 +361,58 @@ def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
     return fused, identities
 
 
+def _functions_called(graph: Graph, ops: list[Operation]) -> list[str]:
+    """Library functions the ops run (a While's cond and body), nested calls included, sorted."""
+    library = graph.functions
+    found: set[str] = set()
+    pending = [n for op in ops for n in _func_names(op.node_def, library)]
+    while pending:
+        name = pending.pop()
+        if name not in found:
+            found.add(name)
+            pending += [n for node in library[name].node_def for n in _func_names(node, library)]
+    return sorted(found)
+
+
+def _func_names(node: node_def_pb2.NodeDef, library) -> list[str]:
+    names = [node.op] if node.op in library else []
+    for value in node.attr.values():
+        kind = value.WhichOneof("value")
+        if kind == "func":
+            names.append(value.func.name)
+        elif kind == "list":
+            names += [f.name for f in value.list.func]
+    return [n for n in names if n in library]
+
+
 def _slot_name(cluster_name: str, index: int) -> str:
     return cluster_name if index == 0 else f"{cluster_name}:{index}"
 
 
 def _escaping(graph: Graph, cluster: Cluster, members: set[str], consumers):
-    """The cluster's output tensors, and each escaping member with how many outputs it exposes."""
-    outputs: list[str] = []
+    """The cluster's output tensors, and each escaping member with how many outputs it exposes.
+
+    ``consumers``: (in the served region, anywhere): a member escapes when a served op outside the
+    cluster reads it (or none reads it: a fetch); its IdentityN covers what any op reads."""
+    served, everywhere = consumers
     identities: dict[str, int] = {}
     for name in cluster.nodes:
-        outside = [(c, i) for c, i in consumers.get(name, ()) if c not in members]
-        if consumers.get(name) and not outside:
+        outside = [(c, i) for c, i in served.get(name, ()) if c not in members]
+        if served.get(name) and not outside:
             continue  # read only inside the cluster
-        read = max([i for _, i in outside] + [0])
-        for k in range(read + 1):
-            outputs.append(f"{name}:{k}")
-        identities[name] = read + 1
+        identities[name] = max([i for c, i in everywhere.get(name, ()) if c not in members] + [0]) + 1
+    # A member kept as it is (not exposed) must still find every output it reads: one that reads
+    # past what an exposed member's IdentityN gives is exposed too (it is then an IdentityN itself).
+    changed = True
+    while changed:
+        changed = False
+        for name in cluster.nodes:
+            op = graph.get_operation_by_name(name)
+            if name not in identities and any(
+                identities.get(t.op.name, 10**9) <= t.value_index for t in op.inputs
+            ):
+                identities[name], changed = 1, True
+    outputs = [f"{name}:{k}" for name in cluster.nodes if name in identities for k in range(identities[name])]
     return outputs, identities
 
 

@@ -231,3 +231,27 @@ def test_delegate_once_per_session():
     session = delegated_session(mlp())
     graph = session.graph
     assert session.delegate() is session.delegation_report and session.graph is graph
+
+
+def test_fuse_exposes_only_what_the_served_region_reads():
+    """A reader outside the served region (dead code) makes no cluster output; it still runs, on
+    the member's kept original node."""
+    g = graph(
+        node("x", "Placeholder", dtype=F),
+        const("w", np.eye(3) * 2),
+        node("mm", "MatMul", "x", "w", T=F),
+        node("relu", "Relu", "mm", T=F),
+        node("tanh", "Tanh", "relu", T=F),
+        node("dead", "Atan", "mm", T=F),  # read by no signature
+    )
+    clusters = propose_clusters(g)
+    region = {op.name for op in g.get_operations()} - {"dead"}
+    fused_def = fuse(g, clusters, region=region)
+    cluster = next(n for n in fused_def.node if n.op == CLUSTER_OP)
+    assert [t.decode() for t in cluster.attr["output_names"].list.s] == ["tanh:0"]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    with Session(graph=g) as native, Session(graph=Graph.from_graph_def(fused_def)) as delegated:
+        want = native.run(["tanh:0", "dead:0"], {"x:0": x})
+        got = delegated.run(["tanh:0", "dead:0"], {"x:0": x})
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(b, a, rtol=1e-6)

@@ -60,6 +60,8 @@ class ClusterRunner:
         )
         self._inputs = input_names
         self._outputs = output_names
+        self._feed_names = [f"input_{i}" for i in range(len(input_names))]  # convert_subgraph's names
+        self._fetch_names = [f"output_{i}" for i in range(len(output_names))]
         self._options = options
         self._device = device
         self._report = report
@@ -71,9 +73,24 @@ class ClusterRunner:
         self.providers: list[str] = []
 
     def __call__(self, *inputs):
-        inputs = [x if isinstance(x, np.ndarray) else np.asarray(x) for x in inputs]
-        key = tuple((x.dtype, x.ndim) for x in inputs)
+        inputs = [x if type(x) is np.ndarray else np.asarray(x) for x in inputs]
+        key = tuple([(x.dtype, x.ndim) for x in inputs])
         entry = self._compiled.get(key)
+        if entry is None or entry is _NATIVE or self._native_only:
+            return self._first_or_native(key, entry, inputs)
+        feeds = {}
+        for name, x in zip(self._feed_names, inputs):
+            if not x.size:  # empty tensors run natively: onnxruntime's kernels disagree with TF's
+                return self._result(self._run_native(inputs))
+            feeds[name] = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+        try:
+            return self._result(entry.run(self._fetch_names, feeds))
+        except Exception as exc:  # noqa: BLE001 - e.g. an empty batch onnxruntime rejects
+            logger.warning("onnxruntime cluster %s failed on this run, ran natively: %s", self.name, exc)
+            return self._result(self._run_native(inputs))
+
+    def _first_or_native(self, key: tuple, entry, inputs: list):
+        """The first run of an input signature (compile and validate), or a native run."""
         if entry is None:
             if any(x.size == 0 for x in inputs):  # never compile or validate on empty tensors
                 return self._result(self._run_native(inputs))
@@ -86,15 +103,9 @@ class ClusterRunner:
                     entry, results = self._compile(signature, inputs)
                     self._compiled[key] = entry
                     return self._result(results)
-        if entry is _NATIVE or self._native_only or any(x.size == 0 for x in inputs):
-            # Empty tensors run natively: onnxruntime's kernels disagree with TF's on some of them.
-            return self._result(self._run_native(inputs))
-        feeds = {f"input_{i}": _contiguous(x) for i, x in enumerate(inputs)}
-        try:
-            return self._result(entry.run(None, feeds))
-        except Exception as exc:  # noqa: BLE001 - e.g. an empty batch onnxruntime rejects
-            logger.warning("onnxruntime cluster %s failed on this run, ran natively: %s", self.name, exc)
-            return self._result(self._run_native(inputs))
+            if entry is not _NATIVE and not self._native_only:
+                return self(*inputs)
+        return self._result(self._run_native(inputs))
 
     def _result(self, outputs):
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -200,6 +211,14 @@ def runner_of(op: Operation) -> ClusterRunner | None:
 
 @kernel(CLUSTER_OP)
 def ort_cluster(*inputs, ctx):
+    runner = ctx.cached
+    if runner is not None:  # this node's runner, kept by the plan step from its first run
+        return runner(*inputs)
+    runner = ctx.cached = _runner_for(ctx)
+    return runner(*inputs)
+
+
+def _runner_for(ctx) -> ClusterRunner:
     runner = _RUNNERS.get(ctx.op)
     if runner is None:  # in a function body (instantiated late), or a fused GraphDef imported anew
         attr = ctx.op.node_def.attr
@@ -208,4 +227,4 @@ def ort_cluster(*inputs, ctx):
         with _RUNNERS_LOCK:
             runner = _RUNNERS.get(ctx.op)
         runner = runner or attach(ctx.op, options, report)
-    return runner(*inputs)
+    return runner

@@ -14,6 +14,8 @@ Steps, each a pure function of the one before except where the Session's variabl
    restore and init) becomes a constant of the clusters that read it; otherwise reads stay native;
 4. ``propose_clusters`` then ``fuse`` give a new GraphDef, imported as a new Graph over a copy
    of the function library (plus the delegated bodies), with the collections carried over by name;
+   control edges that order nothing (from frozen reads, or implied by data edges) are dropped,
+   so the Session skips those ops;
 5. a ``ClusterRunner`` per cluster node; the Session runs the new graph from then on.
 
 The report (``DelegationReport``) is returned, kept on the Session and logged.
@@ -86,6 +88,7 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     )
     fused_def = partition.fuse(inlined, clusters, frozen, {op.name for op in region})
     add_loop_fallbacks(fused_def, key, (options.min_cluster_ops, options.heavy_cluster_flops))
+    drop_inert_control_edges(fused_def, frozen)
     fused = Graph(functions=library)
     fused.import_graph_def(fused_def)
     _copy_collections(original, fused)
@@ -101,6 +104,50 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     session.delegation_report = report
     logger.info("%s", report.summary())
     return report
+
+
+def drop_inert_control_edges(graph_def: graph_pb2.GraphDef, frozen: dict) -> None:
+    """Removes control edges that order nothing, so the plan skips the ops behind them and
+    forwards the ``Identity`` nodes they held. An edge ``^c`` into ``y`` orders nothing when ``c``
+    is a frozen variable read (its value is a constant of the clusters now; nothing served writes
+    the variable, so the read cannot fail), when ``c`` already precedes ``y`` along data edges,
+    or when ``c`` is a ``NoOp`` (a TF2 function's control outputs) all of whose own edges order
+    nothing for ``y``. Nodes stay: only edges go, so every name a signature uses still resolves.
+    """
+    nodes = {n.name: n for n in graph_def.node}
+    inert = set(frozen)
+
+    def data_ancestors(node, limit: int = 256) -> set[str]:
+        seen: set[str] = set()
+        stack = [i for i in node.input if not i.startswith("^")]
+        while stack and len(seen) < limit:
+            name = stack.pop().split(":")[0]
+            if name not in seen and name in nodes:
+                seen.add(name)
+                stack.extend(i for i in nodes[name].input if not i.startswith("^"))
+        return seen
+
+    def orders_nothing(control: str, before: set[str], depth: int = 0) -> bool:
+        if control in inert or control in before:
+            return True
+        node = nodes.get(control)
+        return (
+            node is not None
+            and node.op == "NoOp"
+            and depth < 8
+            and all(i.startswith("^") and orders_nothing(i[1:], before, depth + 1) for i in node.input)
+        )
+
+    for node in graph_def.node:
+        controls = [i[1:] for i in node.input if i.startswith("^")]
+        if not controls:
+            continue
+        before = data_ancestors(node)
+        drop = {c for c in controls if orders_nothing(c, before)}
+        if drop:
+            keep = [i for i in node.input if not (i.startswith("^") and i[1:] in drop)]
+            del node.input[:]
+            node.input.extend(keep)
 
 
 def add_loop_fallbacks(graph_def: graph_pb2.GraphDef, key: str, min_size: tuple[int, float]) -> None:

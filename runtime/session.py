@@ -62,6 +62,7 @@ class Session:
             raise errors.UnimplementedError(None, None, f"Session target {target!r}: only '' runs")
         self._graph = graph if graph is not None else get_default_graph()
         self._config = config if config is not None else config_pb2.ConfigProto()
+        self._default_timeout_ms = self._config.operation_timeout_in_ms  # read once, not per run
         self._resources = ResourceMgr()
         self._functions = FunctionLibraryRuntime(self._graph.functions, self._resources)
         self._plans: dict[tuple, Plan] = {}
@@ -143,10 +144,11 @@ class Session:
         return self._run_plan(self.plan(feeds, fetches, targets), feed_values, options, run_metadata)
 
     def _run_plan(self, plan: Plan, feed_values: list, options, run_metadata) -> list:
-        timeout_ms = (options.timeout_in_ms if options is not None else 0) or (
-            self._config.operation_timeout_in_ms
-        )
-        tracing = options is not None and options.trace_level > 0 and run_metadata is not None
+        if options is None:
+            timeout_ms, tracing = self._default_timeout_ms, False
+        else:
+            timeout_ms = options.timeout_in_ms or self._default_timeout_ms
+            tracing = options.trace_level > 0 and run_metadata is not None
         if timeout_ms <= 0 and not tracing:
             with np.errstate(all="ignore"):  # TF's kernels give inf and nan without warnings
                 values = run_plan(plan, feed_values)

@@ -266,12 +266,15 @@ _BINARY = {
 def _binary(fn, int_divisor: bool, via_float32: bool):
     def compute(x, y):
         x, y = np.asarray(x), np.asarray(y)
-        broadcast(x, y)
+        if x.shape != y.shape and x.ndim and y.ndim:  # equal shapes and scalars always broadcast
+            broadcast(x, y)
         if int_divisor:
             _check_int_divisor(y, internal=int_divisor == "internal")
         if via_float32 and _low_precision(x.dtype):
             return out(fn(x.astype(np.float32), y.astype(np.float32)), x.dtype)
-        return out(fn(x, y), x.dtype)
+        result = fn(x, y)
+        # The common case, an ndarray of x's dtype, needs no conversion (numpy scalars do).
+        return result if type(result) is np.ndarray and result.dtype == x.dtype else out(result, x.dtype)
 
     return compute
 

@@ -10,6 +10,8 @@ Decoding (DecodeJpeg/Png) is not here: it needs a codec.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from runtime.errors import OutOfRangeError, UnimplementedError
@@ -38,7 +40,16 @@ def _scale(in_size: int, out_size: int, align_corners: bool) -> np.float32:
     return np.float32(in_size) / np.float32(out_size)
 
 
+@functools.lru_cache(maxsize=256)  # per (size, scale, mode): a served model resizes the same shapes
 def _bilinear_weights(out_size, in_size, scale, half_pixel_centers):
+    """Per output position: lower and upper source index and the (read-only) float32 lerp."""
+    lower, upper, lerp = _bilinear_weights_of(out_size, in_size, scale, half_pixel_centers)
+    for array in (lower, upper, lerp):
+        array.flags.writeable = False
+    return lower, upper, lerp
+
+
+def _bilinear_weights_of(out_size, in_size, scale, half_pixel_centers):
     x = np.arange(out_size, dtype=np.float32)
     if half_pixel_centers:
         source = (x + np.float32(0.5)) * scale - np.float32(0.5)
@@ -56,7 +67,7 @@ def resize_bilinear(images, size, *, align_corners=False, half_pixel_centers=Fal
     _, in_h, in_w, _ = images.shape
     y0, y1, ly = _bilinear_weights(out_h, in_h, _scale(in_h, out_h, align_corners), half_pixel_centers)
     x0, x1, lx = _bilinear_weights(out_w, in_w, _scale(in_w, out_w, align_corners), half_pixel_centers)
-    img = images.astype(np.float32)
+    img = images.astype(np.float32, copy=False)
     top, bottom = img[:, y0], img[:, y1]
     tl, tr, bl, br = top[:, :, x0], top[:, :, x1], bottom[:, :, x0], bottom[:, :, x1]
     lx = lx[None, None, :, None]

@@ -7,6 +7,8 @@ InvalidArgumentError naming it, never wrapped or clipped.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from runtime.kernels.array_ops import _ints
@@ -18,34 +20,51 @@ from runtime.kernels.registry import kernel
 
 @kernel("Slice", const_inputs=(1, 2))
 def slice_(input, begin, size):  # noqa: A002
-    begin, sizes = _ints(begin), _ints(size)
-    if len(begin) != input.ndim or len(sizes) != input.ndim:
+    return np.array(input[_slice_index(input.shape, tuple(_ints(begin)), tuple(_ints(size)))])
+
+
+@functools.lru_cache(maxsize=4096)  # a graph's slices repeat run after run: check each once
+def _slice_index(shape: tuple, begin: tuple, sizes: tuple) -> tuple:
+    ndim = len(shape)
+    if len(begin) != ndim or len(sizes) != ndim:
         raise invalid(
-            f"Expected begin and size arguments to be 1-D tensors of size {input.ndim}, but got shapes "
+            f"Expected begin and size arguments to be 1-D tensors of size {ndim}, but got shapes "
             f"{shape_str([len(begin)])} and {shape_str([len(sizes)])} instead."
         )
     index = []
     for d, (b, s) in enumerate(zip(begin, sizes)):
-        s = input.shape[d] - b if s == -1 else s
-        if not (0 <= b <= input.shape[d] and 0 <= s and b + s <= input.shape[d]):
+        s = shape[d] - b if s == -1 else s
+        if not (0 <= b <= shape[d] and 0 <= s and b + s <= shape[d]):
             raise invalid(
-                f"Expected size[{d}] in [0, {input.shape[d] - b}], but got {s}"
-                if 0 <= b <= input.shape[d]
-                else f"Expected begin[{d}] in [0, {input.shape[d]}], but got {b}"
+                f"Expected size[{d}] in [0, {shape[d] - b}], but got {s}"
+                if 0 <= b <= shape[d]
+                else f"Expected begin[{d}] in [0, {shape[d]}], but got {b}"
             )
         index.append(slice(b, b + s))
-    return np.array(input[tuple(index)])
+    return tuple(index)
 
 
 # --------------------------------------------------------------------------- gathering
 
 
+SMALL = 32  # at most this many elements, checks run on Python lists: numpy's per-call cost dominates
+
+
+def in_range(indices: np.ndarray, limit: int) -> bool:
+    """Whether every index is in [0, limit)."""
+    if indices.size <= SMALL:
+        flat = indices.ravel().tolist()
+        return not flat or (min(flat) >= 0 and max(flat) < limit)
+    return bool(indices.min() >= 0) and bool(indices.max() < limit)
+
+
 def _check_indices(indices, limit):
+    if in_range(indices, limit):
+        return
     bad = (indices < 0) | (indices >= limit)
-    if np.any(bad):
-        pos = np.unravel_index(int(np.flatnonzero(bad.reshape(-1))[0]), indices.shape)
-        where = ",".join(str(int(p)) for p in pos)
-        raise invalid(f"indices[{where}] = {int(indices[pos])} is not in [0, {limit})")
+    pos = np.unravel_index(int(np.flatnonzero(bad.reshape(-1))[0]), indices.shape)
+    where = ",".join(str(int(p)) for p in pos)
+    raise invalid(f"indices[{where}] = {int(indices[pos])} is not in [0, {limit})")
 
 
 @kernel("GatherV2", const_inputs=(2,))
@@ -68,7 +87,8 @@ def gather_v2(params, indices, axis, *, batch_dims=0):
         )
     _check_indices(indices, params.shape[a])
     if batch_dims == 0:
-        return np.take(params, indices.astype(np.int64), axis=a)
+        taken = params.take(indices if indices.dtype.kind == "i" else indices.astype(np.int64), axis=a)
+        return taken if indices.ndim else np.asarray(taken, params.dtype)  # a 0-d tensor, not a scalar
     batch = params.shape[:batch_dims]
     nb = int(np.prod(batch, dtype=np.int64))
     outer = params.shape[batch_dims:a]
@@ -162,7 +182,24 @@ def _strided_index(
     shape, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask
 ):
     """TF's ValidateStridedSliceOp as a numpy index tuple (ints for shrunk dims, None for new axes)."""
-    begin, end, strides = _ints(begin), _ints(end), _ints(strides)
+    return _strided_index_of(
+        tuple(shape),
+        tuple(_ints(begin)),
+        tuple(_ints(end)),
+        tuple(_ints(strides)),
+        begin_mask,
+        end_mask,
+        ellipsis_mask,
+        new_axis_mask,
+        shrink_axis_mask,
+    )
+
+
+@functools.lru_cache(maxsize=4096)  # a graph's slices repeat run after run: validate each once
+def _strided_index_of(
+    shape, begin, end, strides, begin_mask, end_mask, ellipsis_mask, new_axis_mask, shrink_axis_mask
+):
+    begin, end, strides = list(begin), list(end), list(strides)
     if not len(begin) == len(end) == len(strides):
         raise invalid(
             "Expected begin, end, and strides to be 1D equal size tensors, but got shapes "

@@ -9,6 +9,8 @@ prefix fed to ``filename_tensor_name``; that graph is ``RestoreV2`` followed by 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from runtime import dtypes as tf_dtypes
@@ -104,11 +106,14 @@ def string_join(inputs, *, separator=b""):
     if len(shapes) > 1:
         raise errors.InvalidArgumentError(None, None, f"Input shapes do not match: {sorted(shapes)}")
     shape = shapes.pop() if shapes else ()
-    flat = [np.broadcast_to(a, shape).reshape(-1) for a in arrays]
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
+    # Columns as lists (a scalar repeated): joined row by row in C, no numpy item access per string.
+    columns = [
+        [_as_bytes(v) for v in a.reshape(-1).tolist()] if a.ndim else [_as_bytes(a.item())] * size
+        for a in arrays
+    ]
     out = np.empty(size, dtype=object)
-    for i in range(size):
-        out[i] = sep.join(_as_bytes(f[i]) for f in flat)
+    out[:] = [sep.join(row) for row in zip(*columns)] if columns else [b""] * size
     return out.reshape(shape)
 
 

@@ -15,6 +15,7 @@ Thread-safety: every table takes its own lock for writes; lookups read one dict 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 
@@ -91,10 +92,16 @@ def _create_handle(
 ) -> ResourceHandle:
     container, name = resource_key(container, shared_name, ctx.name)
     if name == ANONYMOUS_NAME:
-        name = f"{ctx.name}_anonymous_{next(_anonymous)}"
-    handle = ResourceHandle(container, name, TABLE_KIND)
+        handle = ResourceHandle(container, f"{ctx.name}_anonymous_{next(_anonymous)}", TABLE_KIND)
+    else:
+        handle = _table_handle(container, name)
     ctx.resources.lookup_or_create(handle, make)
     return handle
+
+
+@functools.lru_cache(maxsize=4096)  # handles are immutable values: one per table, not per run
+def _table_handle(container: str, name: str) -> ResourceHandle:
+    return ResourceHandle(container, name, TABLE_KIND)
 
 
 def _table(handle, ctx) -> LookupTable:

@@ -94,10 +94,11 @@ def parse_example_v2(
     """Outputs: sparse indices, values, shapes (num_sparse each), dense values, ragged values, splits."""
     batch, names, scalar = _batch(serialized, names)
     dense_defaults = list(dense_defaults)
-    key = (
-        tuple(_strings(sparse_keys)),
-        tuple(_strings(dense_keys)),
-        tuple(_strings(ragged_keys)),
+    key = (  # keys as their raw bytes: decoded only when the Config is built
+        "ParseExampleV2",
+        tuple(np.asarray(sparse_keys, dtype=object).reshape(-1).tolist()),
+        tuple(np.asarray(dense_keys, dtype=object).reshape(-1).tolist()),
+        tuple(np.asarray(ragged_keys, dtype=object).reshape(-1).tolist()),
         tuple(Tdense),
         tuple(sparse_types),
         tuple(ragged_value_types),
@@ -108,10 +109,11 @@ def parse_example_v2(
     config = _cached_config(
         key,
         lambda: Config(
-            dense=_dense_specs(list(key[1]), dense_defaults, list(Tdense), list(dense_shapes)),
-            sparse=tuple(SparseSpec(k, t) for k, t in zip(key[0], sparse_types)),
+            dense=_dense_specs(_strings(dense_keys), dense_defaults, list(Tdense), list(dense_shapes)),
+            sparse=tuple(SparseSpec(k, t) for k, t in zip(_strings(sparse_keys), sparse_types)),
             ragged=tuple(
-                RaggedSpec(k, t, s) for k, t, s in zip(key[2], ragged_value_types, ragged_split_types)
+                RaggedSpec(k, t, s)
+                for k, t, s in zip(_strings(ragged_keys), ragged_value_types, ragged_split_types)
             ),
         ),
     )

@@ -7,6 +7,8 @@ truncation like TF's ``MeanReducer``; half and bfloat16 accumulate in float32.
 
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 
@@ -57,16 +59,19 @@ def _highest(dtype: np.dtype):
     return np.iinfo(dtype).max
 
 
+_HALF_TYPES = frozenset((np.dtype(np.float16), dtypes.as_numpy_dtype(dtypes.DT_BFLOAT16)))
+
+
 def _accumulate_dtype(dtype: np.dtype) -> np.dtype:
-    if dtype in (np.dtype(np.float16), dtypes.as_numpy_dtype(dtypes.DT_BFLOAT16)):
-        return np.dtype(np.float32)
-    return dtype
+    return np.dtype(np.float32) if dtype in _HALF_TYPES else dtype
 
 
 def _reduce(fn):
     def compute(input, axis, *, keep_dims=False):  # noqa: A002
         input = np.asarray(input)
         axes = reduction_axes(axis, input.ndim)
+        if input.dtype.kind in "biu":  # integer reductions wrap silently; no errstate to pay for
+            return out(fn(input, axes, keep_dims), input.dtype)
         with np.errstate(all="ignore"):
             result = fn(input, axes, keep_dims)
         return out(result, input.dtype)
@@ -74,12 +79,13 @@ def _reduce(fn):
     return compute
 
 
+# The ufuncs' reduce: what np.sum and np.prod call for an ndarray, less their dispatch cost.
 def _sum(x, axes, keep):
-    return np.sum(x, axis=axes, keepdims=keep, dtype=_accumulate_dtype(x.dtype))
+    return np.add.reduce(x, axis=axes, keepdims=keep, dtype=_accumulate_dtype(x.dtype))
 
 
 def _prod(x, axes, keep):
-    return np.prod(x, axis=axes, keepdims=keep, dtype=_accumulate_dtype(x.dtype))
+    return np.multiply.reduce(x, axis=axes, keepdims=keep, dtype=_accumulate_dtype(x.dtype))
 
 
 def _mean(x, axes, keep):
@@ -260,10 +266,17 @@ def segment_mean(data, segment_ids):
 
 @kernel("Bucketize")
 def bucketize(input, *, boundaries):  # noqa: A002
+    bounds = _sorted_bounds(tuple(boundaries))
+    return out(bounds.searchsorted(np.asarray(input, np.float64), side="right"), np.int32)
+
+
+@functools.lru_cache(maxsize=256)  # a node's boundaries are the same on every run: check them once
+def _sorted_bounds(boundaries: tuple) -> np.ndarray:
     bounds = np.asarray(boundaries, np.float64)
     if np.any(np.diff(bounds) < 0):
         raise invalid("Expected sorted boundaries")
-    return out(np.searchsorted(bounds, np.asarray(input, np.float64), side="right"), np.int32)
+    bounds.flags.writeable = False
+    return bounds
 
 
 def _count(arr, size, weights, binary_output):

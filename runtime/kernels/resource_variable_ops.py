@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
 
 from runtime import dtypes, errors
+from runtime.kernels.indexing_ops import in_range
 from runtime.kernels.registry import kernel
 from runtime.resources import ANONYMOUS_NAME, VAR_KIND, ResourceHandle, Var, resource_key
 
@@ -17,7 +19,12 @@ _anonymous = itertools.count()
 def var_handle_op(*, dtype, shape=None, container="", shared_name="", ctx):
     container, name = resource_key(container, shared_name, ctx.name)
     if name == ANONYMOUS_NAME:
-        name = f"{ctx.name}_anonymous_{next(_anonymous)}"
+        return ResourceHandle(container, f"{ctx.name}_anonymous_{next(_anonymous)}", VAR_KIND, dtype, shape)
+    return _handle(container, name, dtype, tuple(shape) if shape is not None else None)
+
+
+@functools.lru_cache(maxsize=4096)  # handles are immutable values: one per variable, not per run
+def _handle(container: str, name: str, dtype: int, shape: tuple | None) -> ResourceHandle:
     return ResourceHandle(container, name, VAR_KIND, dtype, shape)
 
 
@@ -106,15 +113,15 @@ def resource_gather(resource, indices, *, batch_dims=0, dtype, ctx):
     params = _initialized(resource, ctx).value
     indices = np.asarray(indices)
     limit = params.shape[batch_dims] if params.ndim > batch_dims else 0
-    bad = (indices < 0) | (indices >= limit)
-    if bad.any():
-        where = np.argwhere(bad)[0]
+    if not in_range(indices, limit):
+        where = np.argwhere((indices < 0) | (indices >= limit))[0]
         position = ",".join(str(i) for i in where)
         raise errors.InvalidArgumentError(
             None, None, f"indices[{position}] = {indices[tuple(where)]} is not in [0, {limit})"
         )
     if batch_dims == 0:
-        return np.take(params, indices, axis=0)
+        taken = params.take(indices, axis=0)
+        return taken if indices.ndim else np.asarray(taken, params.dtype)  # a 0-d tensor, not a scalar
     batch = params.shape[:batch_dims]
     flat_params = params.reshape((-1, *params.shape[batch_dims:]))
     flat_indices = indices.reshape((flat_params.shape[0], *indices.shape[batch_dims:]))

@@ -1,24 +1,21 @@
-"""String ops: hashing into buckets, formatting, splitting, case, substrings, regexes, Unicode, base64.
+"""String ops: hashing into buckets, formatting, splitting, case, substrings, Unicode, base64,
+n-grams. Regexes live in ``regex_ops.py``.
 
 Strings are numpy object arrays of ``bytes``, as TF's kernels see them. Hashes are TF's exactly:
 ``StringToHashBucketFast`` is FarmHash Fingerprint64 (``pyfarmhash``), ``StringToHashBucket`` TF's
-own ``Hash64`` and ``StringToHashBucketStrong`` SipHash-2-4 (``runtime/hashing.py``). Regexes are
-RE2's in TF; ``compile_re2`` translates RE2's syntax to Python's ``re`` where it differs
-(``$``, ``\\z``, POSIX classes, rewrite strings) and refuses what it cannot translate.
+own ``Hash64`` and ``StringToHashBucketStrong`` SipHash-2-4 (``runtime/hashing.py``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import functools
-import re
 
 import farmhash
 import numpy as np
 
 from runtime import dtypes, errors
-from runtime.hashing import hash64, siphash24
+from runtime.hashing import hash64, siphash24_many
 from runtime.kernels.registry import kernel
 
 
@@ -64,7 +61,9 @@ def string_to_hash_bucket_strong(input, *, num_buckets, key):
     if len(key) != 2:
         raise _invalid("Key must have 2 elements")
     k0, k1 = (int(k) & 0xFFFFFFFFFFFFFFFF for k in key)
-    return _map(input, lambda s: siphash24(k0, k1, s) % num_buckets, np.int64)
+    array = _strings(input)
+    hashes = siphash24_many(k0, k1, array.reshape(-1).tolist())
+    return np.array([h % num_buckets for h in hashes], dtype=np.int64).reshape(array.shape)
 
 
 # --------------------------------------------------------------------------------- formatting
@@ -150,15 +149,22 @@ def reduce_join(inputs, reduction_indices, *, keep_dims=False, separator=""):
 
 
 def _sparse_split(pieces: list[list[bytes]]) -> tuple:
-    lengths = np.array([len(p) for p in pieces], dtype=np.int64)
-    total = int(lengths.sum())
-    indices = np.empty((total, 2), dtype=np.int64)
-    indices[:, 0] = np.repeat(np.arange(len(pieces), dtype=np.int64), lengths)
-    starts = np.cumsum(lengths) - lengths
-    indices[:, 1] = np.arange(total, dtype=np.int64) - np.repeat(starts, lengths)
+    lengths = [len(p) for p in pieces]
+    total = sum(lengths)
+    if total <= 64:  # (row, position) pairs in a Python list: numpy's fixed costs dominate
+        pairs: list = []
+        for i, count in enumerate(lengths):
+            pairs += [x for j in range(count) for x in (i, j)]
+        indices = np.array(pairs, dtype=np.int64).reshape(total, 2)
+    else:
+        counts = np.array(lengths, dtype=np.int64)
+        indices = np.empty((total, 2), dtype=np.int64)
+        indices[:, 0] = np.repeat(np.arange(len(pieces), dtype=np.int64), counts)
+        starts = np.cumsum(counts) - counts
+        indices[:, 1] = np.arange(total, dtype=np.int64) - np.repeat(starts, counts)
     values = np.empty(total, dtype=object)
     values[:] = [v for p in pieces for v in p]
-    shape = np.array([len(pieces), int(lengths.max()) if len(pieces) else 0], dtype=np.int64)
+    shape = np.array([len(pieces), max(lengths, default=0)], dtype=np.int64)
     return indices, values, shape
 
 
@@ -211,6 +217,8 @@ def string_split_v2(input, sep, *, maxsplit=-1):
         pieces = [[row] for row in rows]
     elif separator:
         pieces = [row.split(separator, limit) for row in rows]
+    elif limit < 0:  # bytes.split() splits on the same six ASCII whitespace bytes, in C
+        pieces = [row.split() for row in rows]
     else:
         pieces = [_split_whitespace(row, limit) for row in rows]
     return _sparse_split(pieces)
@@ -343,160 +351,6 @@ def _escape(s: bytes) -> str:
 
 def _shape(array) -> str:
     return "[" + ",".join(str(d) for d in np.shape(array)) + "]"
-
-
-# --------------------------------------------------------------------------------- regexes
-
-
-_POSIX_CLASSES = {
-    "alnum": "0-9A-Za-z",
-    "alpha": "A-Za-z",
-    "ascii": "\\x00-\\x7f",
-    "blank": "\\t ",
-    "cntrl": "\\x00-\\x1f\\x7f",
-    "digit": "0-9",
-    "graph": "!-~",
-    "lower": "a-z",
-    "print": " -~",
-    "punct": "!-/:-@\\[-`{-~",
-    "space": "\\t\\n\\v\\f\\r ",
-    "upper": "A-Z",
-    "word": "0-9A-Za-z_",
-    "xdigit": "0-9A-Fa-f",
-}
-_UNSUPPORTED_ESCAPES = {
-    "p": "Unicode classes (\\p)",
-    "P": "Unicode classes (\\P)",
-    "Q": "\\Q...\\E",
-    "C": "\\C",
-}
-
-
-def _text(value) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
-
-
-@functools.lru_cache(maxsize=256)
-def compile_re2(pattern: bytes | str) -> re.Pattern:
-    """An RE2 pattern as a Python ``re`` pattern over str (UTF-8 decoded, ASCII classes as RE2's).
-
-    RE2's ``$`` and ``\\z`` match only at the end of the text (Python's ``$`` also before a final
-    newline); POSIX classes (``[[:alpha:]]``) become ASCII ranges. Unicode classes and ``\\Q``
-    are refused with UnimplementedError rather than silently matching something else.
-    """
-    text = _text(pattern)
-    multiline = re.search(r"\(\?[a-zA-Z]*m", text) is not None
-    out, i, in_class = [], 0, False
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            escaped = text[i + 1 : i + 2]
-            if escaped in _UNSUPPORTED_ESCAPES:
-                raise errors.UnimplementedError(
-                    None, None, f"RE2 pattern {text!r} uses {_UNSUPPORTED_ESCAPES[escaped]}, not supported"
-                )
-            out.append("\\Z" if escaped == "z" and not in_class else text[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            posix = re.match(r"\[:(\^?)([a-z]+):\]", text[i:])
-            if posix and posix.group(2) in _POSIX_CLASSES and not posix.group(1):
-                out.append(_POSIX_CLASSES[posix.group(2)])
-                i += posix.end()
-                continue
-            if c == "]":
-                in_class = False
-        elif c == "[":
-            in_class = True
-            out.append(c)
-            i += 1
-            if text[i : i + 1] == "^":
-                out.append("^")
-                i += 1
-            if text[i : i + 1] == "]":  # a leading ] is a literal
-                out.append("\\]")
-                i += 1
-            continue
-        elif c == "$" and not multiline:
-            c = "\\Z"
-        out.append(c)
-        i += 1
-    try:
-        return re.compile("".join(out), re.ASCII)
-    except re.error as e:
-        raise _invalid(f"Invalid pattern: {text}, error: {e}") from None
-
-
-@functools.lru_cache(maxsize=256)
-def rewrite_template(rewrite: bytes | str):
-    """An RE2 rewrite string (``\\0``..``\\9`` groups, ``\\\\`` a backslash) as a ``re.sub`` function."""
-    text = _text(rewrite)
-    parts: list = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            escaped = text[i + 1 : i + 2]
-            if escaped.isdigit():
-                parts.append(int(escaped))
-            elif escaped == "\\":
-                parts.append("\\")
-            else:
-                raise _invalid(f"invalid rewrite pattern: {text}")
-            i += 2
-            continue
-        parts.append(c)
-        i += 1
-    if all(isinstance(p, str) for p in parts):
-        literal = "".join(parts)
-        return lambda match: literal
-    return lambda match: "".join(p if isinstance(p, str) else (match.group(p) or "") for p in parts)
-
-
-def _regex_replace(input, pattern: bytes | str, rewrite: bytes | str, replace_global: bool) -> np.ndarray:
-    compiled = compile_re2(pattern)
-    template = rewrite_template(rewrite)
-    count = 0 if replace_global else 1
-
-    def replace(s: bytes) -> bytes:
-        text = s.decode("utf-8", "surrogateescape")
-        return compiled.sub(template, text, count=count).encode("utf-8", "surrogateescape")
-
-    return _map(input, replace)
-
-
-def _scalar_text(value) -> bytes:
-    array = _strings(value)
-    if array.ndim != 0:
-        raise _invalid(f"Pattern must be scalar, but received {_shape(array)}")
-    return array.item()
-
-
-@kernel("RegexReplace")
-def regex_replace(input, pattern, rewrite, *, replace_global=True):
-    return _regex_replace(input, _scalar_text(pattern), _scalar_text(rewrite), replace_global)
-
-
-@kernel("StaticRegexReplace")
-def static_regex_replace(input, *, pattern, rewrite, replace_global=True):
-    return _regex_replace(input, pattern, rewrite, replace_global)
-
-
-def _full_match(input, pattern) -> np.ndarray:
-    compiled = compile_re2(pattern)
-    return _map(
-        input, lambda s: compiled.fullmatch(s.decode("utf-8", "surrogateescape")) is not None, np.bool_
-    )
-
-
-@kernel("RegexFullMatch")
-def regex_full_match(input, pattern):
-    return _full_match(input, _scalar_text(pattern))
-
-
-@kernel("StaticRegexFullMatch")
-def static_regex_full_match(input, *, pattern):
-    return _full_match(input, pattern)
 
 
 # --------------------------------------------------------------------------------- Unicode
@@ -652,9 +506,6 @@ def string_ngrams(
     def padding(width: int) -> int:
         return min(width - 1 if pad_width < 0 else pad_width, width - 1)
 
-    def count(length: int, width: int) -> int:
-        return max(0, length + 2 * padding(width) - width + 1)
-
     def ngrams(row: list, width: int, number: int) -> list[bytes]:
         pad = padding(width)
         out = []
@@ -666,13 +517,22 @@ def string_ngrams(
             out.append(sep.join([left] * left_n + middle + [right] * right_n))
         return out
 
+    def windows(row: list, width: int) -> list[bytes]:
+        """Every n-gram of the padded row: its windows of ``width`` (what ``ngrams`` yields for
+        the full count, without its per-n-gram bookkeeping)."""
+        pad = padding(width)
+        if width == 1:
+            return row[:]
+        padded = [left] * pad + row + [right] * pad if pad else row
+        return [sep.join(padded[k : k + width]) for k in range(len(padded) - width + 1)]
+
     values: list[bytes] = []
     out_splits = [0]
     for start, stop in zip(splits[:-1].tolist(), splits[1:].tolist()):
         row = tokens[start:stop]
         produced = len(values)
         for width in ngram_widths:
-            values += ngrams(row, width, count(len(row), width))
+            values += windows(row, width)
         if preserve_short_sequences and len(values) == produced and row:
             values += ngrams(row, len(row) + 2 * pad_width, 1)
         out_splits.append(len(values))

@@ -298,6 +298,9 @@ rec("StringToHashBucketFast", s("x"), num_buckets=0)
 rec("StringToHashBucket", _WORDS, num_buckets=1000)
 rec("StringToHashBucket", s("abcdefgh", "abcdefghi", "abcdefghijklmnopq"), num_buckets=2**62)
 rec("StringToHashBucketStrong", _WORDS, num_buckets=1000, key=[1, 2])
+# Enough strings (of 0 to 24 bytes) for the kernel's batched SipHash.
+rec("StringToHashBucketStrong", s(*("abcdefghijklmnopqrstuvwxy"[:n] for n in range(25))), num_buckets=97,
+    key=[7, -5])  # fmt: skip
 rec(
     "StringToHashBucketStrong",
     s("abcdefgh", "abcdefghijklmno", ""),
@@ -422,6 +425,9 @@ rec("SparseReshape", _IDX, _SHAPE, i64([3, -1]))
 rec("SparseReshape", _IDX, _SHAPE, i64([-1, -1]))
 rec("SparseReshape", _IDX, _SHAPE, i64([5, 5]))
 rec("SparseReshape", np.zeros((0, 2), np.int64), i64([0, 3]), i64([-1, 3]))
+# To the same shape TF forwards the indices unchecked, even out-of-range ones.
+rec("SparseReshape", _IDX, _SHAPE, i64([-1, 4]))
+rec("SparseReshape", i64([[9, 9]]), i64([4, 4]), i64([4, 4]))
 
 _VALS = f32([1.0, 2.0, 3.0, 4.0, 5.0])
 rec("SparseFillEmptyRows", _IDX, _VALS, i64([5, 4]), f32(-1.0))
@@ -429,6 +435,8 @@ rec("SparseFillEmptyRows", i64([[2, 0], [0, 1], [2, 1], [0, 0]]), s("a", "b", "c
 rec("SparseFillEmptyRows", np.zeros((0, 2), np.int64), i64([]), i64([3, 5]), i64(9))
 rec("SparseFillEmptyRows", i64([[0, 0, 1]]), i32([7]), i64([2, 1, 2]), i32(0))
 rec("SparseFillEmptyRows", i64([[5, 0]]), f32([1.0]), i64([3, 2]), f32(0.0))
+# Rows in order, none empty (columns out of order within a row): nothing moves.
+rec("SparseFillEmptyRows", i64([[0, 1], [0, 0], [1, 2], [2, 0]]), f32([1, 2, 3, 4]), i64([3, 3]), f32(-1.0))
 
 _DATA = np.arange(15, dtype=np.float32).reshape(5, 3) / 7
 for _op in ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN"):
@@ -438,6 +446,11 @@ for _op in ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN"):
     rec(_op, _DATA, i32([0, 7]), i32([0, 1]))
     rec(f"{_op}WithNumSegments", _DATA, i32([0, 1, 4]), i32([0, 2, 2]), i32(5))
     rec(f"{_op}WithNumSegments", _DATA, i32([0, 1]), i32([0, 3]), i64(2))
+# The kernels' shortcuts: one row per segment (the row itself), and the same with an empty last segment.
+for _op in ("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN"):
+    rec(_op, _DATA, i32([4, 0, 2]), i64([0, 1, 2]))
+    rec(f"{_op}WithNumSegments", _DATA, i32([4, 0, 2]), i32([0, 1, 2]), i32(3))
+    rec(f"{_op}WithNumSegments", _DATA, i32([4, 0, 2]), i32([0, 1, 2]), i32(4))
 rec("SparseSegmentSum", np.arange(6, dtype=np.int32).reshape(3, 2), i32([0, 2, 1]), i32([0, 0, 2]))
 rec("SparseSegmentMean", np.arange(4, dtype=np.float64), i32([0, 1, 3]), i32([0, 1, 1]))
 

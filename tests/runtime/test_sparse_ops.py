@@ -1,6 +1,7 @@
-"""Sparse, feature-column and ragged ops against TensorFlow: SparseReshape, SparseFillEmptyRows,
-sparse segment reductions, SparseToDense, SparseTensorDenseMatMul, SparseReorder, SparseReduceSum,
-the SparseCross family (TF's FingerprintCat64 hashing) and the ragged conversions.
+"""Sparse, feature-column and ragged ops (``sparse_ops``, ``sparse_cross_ops``, ``ragged_ops``)
+against TensorFlow: SparseReshape, SparseFillEmptyRows, sparse segment reductions, SparseToDense,
+SparseTensorDenseMatMul, SparseReorder, SparseReduceSum, the SparseCross family (TF's
+FingerprintCat64 hashing) and the ragged conversions.
 
 TF's side: ``tests/oracle/builders/breadth_records.py``; shared checks in ``test_parsing_ops``.
 """
@@ -11,7 +12,7 @@ import pytest
 
 from tests.runtime.test_parsing_ops import check_record, check_record_through_session, records_of
 
-SPARSE = records_of("sparse_ops")
+SPARSE = records_of("sparse_ops", "sparse_cross_ops", "ragged_ops")
 
 
 @pytest.mark.parametrize("record", SPARSE, ids=lambda r: r.name)

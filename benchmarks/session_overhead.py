@@ -1,8 +1,9 @@
 """The interpreter's overhead per node: a 1,000-node graph of cheap ops, ours against TF's session.
 
-Two graphs of 1,000 nodes each, written once as GraphDef bytes and run by both sessions in the same
-run: a chain of ``Identity`` ops (pure dispatch cost) and a chain alternating ``Identity`` and
-``AddV2`` on a scalar (dispatch plus a trivial numpy call). Our ``runtime.Session`` runs in this
+Three graphs of 1,000 nodes each, written once as GraphDef bytes and run by both sessions in the same
+run: a chain of ``Identity`` ops (our plans forward an Identity without a step, so this is the cost
+of a graph TF runs node by node), a chain of ``Neg`` ops (dispatch plus a trivial numpy call per
+node) and a chain alternating ``Identity`` and ``AddV2`` on a scalar. Our ``runtime.Session`` runs in this
 process; TensorFlow's ``tf.compat.v1.Session`` runs in the oracle venv (``tf221``) as a subprocess
 reading the same bytes. Medians over repeated runs, printed per node and as ratios (ours / TF).
 
@@ -96,6 +97,7 @@ def main() -> None:
     args = parser.parse_args()
     graphs = {
         "Identity chain": chain(args.nodes, ("Identity",)),
+        "Neg chain": chain(args.nodes, ("Neg",)),
         "Identity/AddV2 chain": chain(args.nodes, ("Identity", "AddV2")),
     }
     with tempfile.TemporaryDirectory() as tmp:

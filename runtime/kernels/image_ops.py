@@ -1,11 +1,11 @@
-"""Image kernels: resizing (bilinear, nearest, bicubic, area, ScaleAndTranslate), CropAndResize,
-colour (RGBToHSV, HSVToRGB, AdjustHue/Saturation/Contrastv2) and non-max suppression.
+"""Image kernels: resizing (bilinear, nearest, bicubic, area, ScaleAndTranslate) and CropAndResize.
 
 TF computes scales and source coordinates in float32 (``CalculateResizeScale``, the legacy and
 half-pixel scalers); these kernels do the same float32 arithmetic so that coordinates landing on
 pixel boundaries round as TF's do. Separable resizes build one (out, in) weight matrix per axis
-and apply both in one einsum; NMS loops once per selected box, each step vectorised over boxes.
-Decoding (DecodeJpeg/Png) is not here: it needs a codec.
+and apply both in one einsum. Colour conversions and adjustments live in ``image_color_ops.py``,
+non-max suppression in ``non_max_suppression_ops.py`` and decoding (DecodeJpeg/Png, which needs a
+codec) in ``image_decode_ops.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from runtime.errors import OutOfRangeError, UnimplementedError
+from runtime.errors import OutOfRangeError
 from runtime.kernels.math_ops import invalid, out, shape_str
 from runtime.kernels.registry import kernel
 
@@ -96,232 +96,6 @@ def resize_nearest_neighbor(images, size, *, align_corners=False, half_pixel_cen
     ys = _nearest_index(out_h, in_h, _scale(in_h, out_h, align_corners), align_corners, half_pixel_centers)
     xs = _nearest_index(out_w, in_w, _scale(in_w, out_w, align_corners), align_corners, half_pixel_centers)
     return np.ascontiguousarray(images[:, ys][:, :, xs])
-
-
-# --------------------------------------------------------------------------- crops
-
-
-@kernel("CropAndResize", const_inputs=(3,))
-def crop_and_resize(image, boxes, box_ind, crop_size, *, method="bilinear", extrapolation_value=0.0):
-    if image.ndim != 4:
-        raise invalid(f"input image must be 4-D{shape_str(image.shape)}")
-    batch, in_h, in_w, _ = image.shape
-    crop_h, crop_w = (int(v) for v in np.asarray(crop_size).reshape(-1))
-    if crop_h <= 0 or crop_w <= 0:
-        raise invalid("crop dimensions must be positive")
-    if boxes.ndim != 2 or boxes.shape[1] != 4 or box_ind.shape != (boxes.shape[0],):
-        raise invalid(
-            f"boxes must be 2-D [num_boxes, 4]{shape_str(boxes.shape)} with box_index of [num_boxes]"
-        )
-    if np.any((box_ind < 0) | (box_ind >= batch)):
-        raise OutOfRangeError(None, None, "box_index has values outside [0, batch_size)")
-    b = boxes.astype(np.float32)
-    in_y = _crop_coords(b[:, 0], b[:, 2], in_h, crop_h)
-    in_x = _crop_coords(b[:, 1], b[:, 3], in_w, crop_w)
-    img = image.astype(np.float32)
-    bi = box_ind.astype(np.int64)[:, None, None]
-    valid = ((in_y >= 0) & (in_y <= in_h - 1))[:, :, None] & ((in_x >= 0) & (in_x <= in_w - 1))[:, None, :]
-    if method == "nearest":
-        y = np.clip(np.floor(np.abs(in_y) + 0.5) * np.sign(in_y), 0, in_h - 1).astype(np.int64)
-        x = np.clip(np.floor(np.abs(in_x) + 0.5) * np.sign(in_x), 0, in_w - 1).astype(np.int64)
-        result = img[bi, y[:, :, None], x[:, None, :]]
-    else:
-        y0 = np.clip(np.floor(in_y), 0, in_h - 1).astype(np.int64)
-        y1 = np.clip(np.ceil(in_y), 0, in_h - 1).astype(np.int64)
-        x0 = np.clip(np.floor(in_x), 0, in_w - 1).astype(np.int64)
-        x1 = np.clip(np.ceil(in_x), 0, in_w - 1).astype(np.int64)
-        ly = (in_y - np.floor(in_y))[:, :, None, None]
-        lx = (in_x - np.floor(in_x))[:, None, :, None]
-        tl = img[bi, y0[:, :, None], x0[:, None, :]]
-        tr = img[bi, y0[:, :, None], x1[:, None, :]]
-        bl = img[bi, y1[:, :, None], x0[:, None, :]]
-        br = img[bi, y1[:, :, None], x1[:, None, :]]
-        top = tl + (tr - tl) * lx
-        bottom = bl + (br - bl) * lx
-        result = top + (bottom - top) * ly
-    return out(np.where(valid[..., None], result, np.float32(extrapolation_value)), np.float32)
-
-
-def _crop_coords(start, end, in_size, crop_size):
-    if crop_size > 1:
-        scale = (end - start) * np.float32(in_size - 1) / np.float32(crop_size - 1)
-        return (
-            start[:, None] * np.float32(in_size - 1)
-            + np.arange(crop_size, dtype=np.float32)[None, :] * scale[:, None]
-        )
-    return np.broadcast_to(
-        (np.float32(0.5) * (start + end) * np.float32(in_size - 1))[:, None], (start.size, 1)
-    )
-
-
-# --------------------------------------------------------------------------- colour
-
-
-def _rgb_to_hsv(rgb):
-    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
-    v = np.maximum(np.maximum(r, g), b)
-    spread = v - np.minimum(np.minimum(r, g), b)
-    with np.errstate(all="ignore"):
-        s = np.where(v > 0, spread / v, 0)
-        norm = 1 / (6 * spread)
-        h = np.where(r == v, norm * (g - b), np.where(g == v, norm * (b - r) + 2 / 6, norm * (r - g) + 4 / 6))
-    h = np.where(spread > 0, h, 0)
-    h = np.where(h < 0, h + 1, h)
-    return h, s, v
-
-
-def _hsv_to_rgb(h, s, v):
-    c = s * v
-    m = v - c
-    dh = h * 6
-    category = np.clip(np.trunc(dh), 0, 5)  # h == 1 is red again, like h == 0
-    x = c * (1 - np.abs(np.mod(dh, 2) - 1))
-    zero = np.zeros_like(c)
-    table = [(c, x, zero), (x, c, zero), (zero, c, x), (zero, x, c), (x, zero, c), (c, zero, x)]
-    rgb = [np.select([category == k for k in range(6)], [t[i] for t in table], zero) for i in range(3)]
-    return np.stack([channel + m for channel in rgb], axis=-1)
-
-
-def _check_rgb(images):
-    if images.ndim < 1 or images.shape[-1] != 3:
-        raise invalid(
-            f"input must have 3 channels but input only has {images.shape[-1] if images.ndim else 0} channels."
-        )
-
-
-@kernel("RGBToHSV")
-def rgb_to_hsv(images):
-    _check_rgb(images)
-    h, s, v = _rgb_to_hsv(images.astype(np.float32) if images.dtype != np.float64 else images)
-    return out(np.stack([h, s, v], axis=-1), images.dtype)
-
-
-@kernel("HSVToRGB")
-def hsv_to_rgb(images):
-    _check_rgb(images)
-    x = images.astype(np.float32) if images.dtype != np.float64 else images
-    return out(_hsv_to_rgb(x[..., 0], x[..., 1], x[..., 2]), images.dtype)
-
-
-@kernel("AdjustSaturation")
-def adjust_saturation(images, scale):
-    _check_rgb(images)
-    h, s, v = _rgb_to_hsv(images.astype(np.float32))
-    s = np.clip(s * np.float32(scale), 0, 1)
-    return out(_hsv_to_rgb(h, s, v), images.dtype)
-
-
-@kernel("AdjustContrastv2")
-def adjust_contrastv2(images, contrast_factor):
-    if images.ndim < 3:
-        raise invalid(f"input must be at least 3-D, got shape{shape_str(images.shape)}")
-    x = images.astype(np.float32)
-    mean = np.mean(x, axis=(-3, -2), keepdims=True, dtype=np.float32)
-    return out((x - mean) * np.float32(contrast_factor) + mean, images.dtype)
-
-
-# --------------------------------------------------------------------------- non-max suppression
-
-
-def _iou(box, boxes):
-    y1, x1 = np.minimum(box[0], box[2]), np.minimum(box[1], box[3])
-    y2, x2 = np.maximum(box[0], box[2]), np.maximum(box[1], box[3])
-    ys1, xs1 = np.minimum(boxes[:, 0], boxes[:, 2]), np.minimum(boxes[:, 1], boxes[:, 3])
-    ys2, xs2 = np.maximum(boxes[:, 0], boxes[:, 2]), np.maximum(boxes[:, 1], boxes[:, 3])
-    area = (y2 - y1) * (x2 - x1)
-    areas = (ys2 - ys1) * (xs2 - xs1)
-    inter = np.maximum(np.minimum(y2, ys2) - np.maximum(y1, ys1), 0) * np.maximum(
-        np.minimum(x2, xs2) - np.maximum(x1, xs1), 0
-    )
-    with np.errstate(all="ignore"):
-        iou = inter / (area + areas - inter)
-    return np.where((area <= 0) | (areas <= 0), 0, iou)
-
-
-def _nms(boxes, scores, max_output_size, iou_threshold, score_threshold):
-    if boxes.ndim != 2 or boxes.shape[1] != 4:
-        raise invalid(f"boxes must be 2-D{shape_str(boxes.shape)}")
-    if scores.shape != (boxes.shape[0],):
-        raise invalid("scores has incompatible shape")
-    limit = int(np.asarray(max_output_size))
-    if limit < 0:
-        raise invalid("output size must be non-negative")
-    iou_t = float(np.asarray(iou_threshold))
-    if not 0 <= iou_t <= 1:
-        raise invalid("iou_threshold must be in [0, 1]")
-    b = boxes.astype(np.float32)
-    s = scores.astype(np.float32)
-    candidates = np.flatnonzero(s > np.float32(score_threshold))
-    # Highest score first, ties by the lower index (TF's priority queue order).
-    order = candidates[np.argsort(-s[candidates], kind="stable")]
-    alive = np.ones(order.size, np.bool_)
-    selected = []
-    position = 0
-    # One iteration per selected box: everything it suppresses goes at once.
-    while len(selected) < limit:
-        remaining = np.flatnonzero(alive[position:])
-        if remaining.size == 0:
-            break
-        position += int(remaining[0])
-        chosen = order[position]
-        selected.append(chosen)
-        alive[position] = False
-        rest = slice(position + 1, None)
-        alive[rest] &= ~(_iou(b[chosen], b[order[rest]]) > np.float32(iou_t))
-    return np.asarray(selected, np.int32)
-
-
-@kernel("NonMaxSuppression")
-def non_max_suppression(boxes, scores, max_output_size, *, iou_threshold=0.5):
-    return _nms(boxes, scores, max_output_size, iou_threshold, -np.inf)
-
-
-@kernel("NonMaxSuppressionV2")
-def non_max_suppression_v2(boxes, scores, max_output_size, iou_threshold):
-    return _nms(boxes, scores, max_output_size, iou_threshold, -np.inf)
-
-
-@kernel("NonMaxSuppressionV3")
-def non_max_suppression_v3(boxes, scores, max_output_size, iou_threshold, score_threshold):
-    return _nms(boxes, scores, max_output_size, iou_threshold, float(np.asarray(score_threshold)))
-
-
-@kernel("NonMaxSuppressionV4")
-def non_max_suppression_v4(
-    boxes, scores, max_output_size, iou_threshold, score_threshold, *, pad_to_max_output_size=False
-):
-    selected = _nms(boxes, scores, max_output_size, iou_threshold, float(np.asarray(score_threshold)))
-    valid = np.asarray(selected.size, np.int32)
-    if pad_to_max_output_size:
-        selected = np.pad(selected, (0, int(np.asarray(max_output_size)) - selected.size))
-    return selected, valid
-
-
-@kernel("NonMaxSuppressionV5")
-def non_max_suppression_v5(
-    boxes,
-    scores,
-    max_output_size,
-    iou_threshold,
-    score_threshold,
-    soft_nms_sigma,
-    *,
-    pad_to_max_output_size=False,
-):
-    if float(np.asarray(soft_nms_sigma)) > 0:
-        raise UnimplementedError(None, None, "NonMaxSuppressionV5 with soft_nms_sigma > 0 is not supported")
-    selected, valid = non_max_suppression_v4(
-        boxes,
-        scores,
-        max_output_size,
-        iou_threshold,
-        score_threshold,
-        pad_to_max_output_size=pad_to_max_output_size,
-    )
-    chosen = selected[: int(valid)]
-    selected_scores = np.zeros(selected.shape, scores.dtype)
-    selected_scores[: chosen.size] = scores[chosen]
-    return selected, selected_scores, valid
 
 
 # --------------------------------------------------------------------------- bicubic and area
@@ -486,89 +260,57 @@ def scale_and_translate(images, size, scale, translation, *, kernel_type="lanczo
     return out(result, np.float32)
 
 
-@kernel("CombinedNonMaxSuppression")
-def combined_non_max_suppression(
-    boxes,
-    scores,
-    max_output_size_per_class,
-    max_total_size,
-    iou_threshold,
-    score_threshold,
-    *,
-    pad_per_class=False,
-    clip_boxes=True,
-):
-    if boxes.ndim != 4 or boxes.shape[3] != 4:
-        raise invalid(f"boxes must be 4-D[batch_size, num_boxes, q, 4]{shape_str(boxes.shape)}")
-    if scores.ndim != 3 or scores.shape[:2] != boxes.shape[:2]:
-        raise invalid(f"scores must be 3-D[batch_size, num_boxes, num_classes]{shape_str(scores.shape)}")
-    batch, _, q, _ = boxes.shape
-    num_classes = scores.shape[2]
-    if q not in (1, num_classes):
-        raise invalid("third dimension of boxes must be either 1 or num classes")
-    per_class = int(np.asarray(max_output_size_per_class))
-    total = int(np.asarray(max_total_size))
-    if total <= 0:
-        raise invalid("max_total_size should be > 0")
-    detections = min(total, per_class * num_classes) if pad_per_class else total
-    out_boxes = np.zeros((batch, detections, 4), np.float32)
-    out_scores = np.zeros((batch, detections), np.float32)
-    out_classes = np.zeros((batch, detections), np.float32)
-    valid = np.zeros(batch, np.int32)
-    threshold = float(np.asarray(score_threshold))
-    for b in range(batch):  # one NMS per image and class, each vectorised over the boxes
-        found_scores, found_classes, found_boxes = [], [], []
-        for c in range(num_classes):
-            class_boxes = boxes[b, :, 0 if q == 1 else c].astype(np.float32)
-            chosen = _nms(class_boxes, scores[b, :, c], per_class, iou_threshold, threshold)
-            found_scores.append(scores[b, chosen, c].astype(np.float32))
-            found_classes.append(np.full(chosen.size, c, np.float32))
-            found_boxes.append(class_boxes[chosen])
-        all_scores = np.concatenate(found_scores)
-        order = np.argsort(-all_scores, kind="stable")[:detections]
-        count = order.size
-        picked = np.concatenate(found_boxes)[order]
-        if clip_boxes:
-            picked = np.clip(picked, 0, 1)
-        out_boxes[b, :count] = picked
-        out_scores[b, :count] = all_scores[order]
-        out_classes[b, :count] = np.concatenate(found_classes)[order]
-        valid[b] = count
-    return out_boxes, out_scores, out_classes, valid
+# --------------------------------------------------------------------------- crops
 
 
-@kernel("AdjustHue")
-def adjust_hue(images, delta):
-    _check_rgb(images)
-    x = images.astype(np.float32)
-    r, g, b = x[..., 0], x[..., 1], x[..., 2]
-    # TF's six-sector hue: category by the order of the channels, fraction by the middle one.
-    conditions = [
-        (r < g) & (b < r),
-        (r < g) & (b > g),
-        (r < g),
-        (b < g),
-        (b > r),
-    ]
-    category = np.select(conditions, [1, 3, 2, 0, 4], 5)
-    v_max = np.select(conditions, [g, b, g, r, b], r)
-    v_mid = np.select(conditions, [r, g, b, g, r], b)
-    v_min = np.select(conditions, [b, r, r, b, g], g)
-    with np.errstate(all="ignore"):
-        ratio = (v_mid - v_min) / (v_max - v_min)
-    increase = (category & 1) == 0
-    h = np.where(v_max == v_min, np.float32(0), category + np.where(increase, ratio, 1 - ratio)).astype(
-        np.float32
+@kernel("CropAndResize", const_inputs=(3,))
+def crop_and_resize(image, boxes, box_ind, crop_size, *, method="bilinear", extrapolation_value=0.0):
+    if image.ndim != 4:
+        raise invalid(f"input image must be 4-D{shape_str(image.shape)}")
+    batch, in_h, in_w, _ = image.shape
+    crop_h, crop_w = (int(v) for v in np.asarray(crop_size).reshape(-1))
+    if crop_h <= 0 or crop_w <= 0:
+        raise invalid("crop dimensions must be positive")
+    if boxes.ndim != 2 or boxes.shape[1] != 4 or box_ind.shape != (boxes.shape[0],):
+        raise invalid(
+            f"boxes must be 2-D [num_boxes, 4]{shape_str(boxes.shape)} with box_index of [num_boxes]"
+        )
+    if np.any((box_ind < 0) | (box_ind >= batch)):
+        raise OutOfRangeError(None, None, "box_index has values outside [0, batch_size)")
+    b = boxes.astype(np.float32)
+    in_y = _crop_coords(b[:, 0], b[:, 2], in_h, crop_h)
+    in_x = _crop_coords(b[:, 1], b[:, 3], in_w, crop_w)
+    img = image.astype(np.float32)
+    bi = box_ind.astype(np.int64)[:, None, None]
+    valid = ((in_y >= 0) & (in_y <= in_h - 1))[:, :, None] & ((in_x >= 0) & (in_x <= in_w - 1))[:, None, :]
+    if method == "nearest":
+        y = np.clip(np.floor(np.abs(in_y) + 0.5) * np.sign(in_y), 0, in_h - 1).astype(np.int64)
+        x = np.clip(np.floor(np.abs(in_x) + 0.5) * np.sign(in_x), 0, in_w - 1).astype(np.int64)
+        result = img[bi, y[:, :, None], x[:, None, :]]
+    else:
+        y0 = np.clip(np.floor(in_y), 0, in_h - 1).astype(np.int64)
+        y1 = np.clip(np.ceil(in_y), 0, in_h - 1).astype(np.int64)
+        x0 = np.clip(np.floor(in_x), 0, in_w - 1).astype(np.int64)
+        x1 = np.clip(np.ceil(in_x), 0, in_w - 1).astype(np.int64)
+        ly = (in_y - np.floor(in_y))[:, :, None, None]
+        lx = (in_x - np.floor(in_x))[:, None, :, None]
+        tl = img[bi, y0[:, :, None], x0[:, None, :]]
+        tr = img[bi, y0[:, :, None], x1[:, None, :]]
+        bl = img[bi, y1[:, :, None], x0[:, None, :]]
+        br = img[bi, y1[:, :, None], x1[:, None, :]]
+        top = tl + (tr - tl) * lx
+        bottom = bl + (br - bl) * lx
+        result = top + (bottom - top) * ly
+    return out(np.where(valid[..., None], result, np.float32(extrapolation_value)), np.float32)
+
+
+def _crop_coords(start, end, in_size, crop_size):
+    if crop_size > 1:
+        scale = (end - start) * np.float32(in_size - 1) / np.float32(crop_size - 1)
+        return (
+            start[:, None] * np.float32(in_size - 1)
+            + np.arange(crop_size, dtype=np.float32)[None, :] * scale[:, None]
+        )
+    return np.broadcast_to(
+        (np.float32(0.5) * (start + end) * np.float32(in_size - 1))[:, None], (start.size, 1)
     )
-    h = h + np.float32(delta) * np.float32(6)
-    h = np.mod(h, np.float32(6))
-    h = np.where(h >= 6, h - 6, h)
-    category = np.trunc(h).astype(np.int64)
-    ratio = h - category
-    ratio = np.where((category & 1) == 0, ratio, 1 - ratio)
-    v_mid = v_min + ratio * (v_max - v_min)
-    cases = [category == k for k in range(5)]
-    red = np.select(cases, [v_max, v_mid, v_min, v_min, v_mid], v_max)
-    green = np.select(cases, [v_mid, v_max, v_max, v_mid, v_min], v_min)
-    blue = np.select(cases, [v_min, v_min, v_mid, v_max, v_max], v_mid)
-    return out(np.stack([red, green, blue], axis=-1), images.dtype)

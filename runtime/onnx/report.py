@@ -48,7 +48,8 @@ def estimate_flops(op: Operation) -> float:
         return 0.0
     if op.type in ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"):
         a = op.inputs[0].shape
-        inner = a[-2] if op.attrs.get("transpose_a") or op.attrs.get("adj_x") else (a[-1] if a else None)
+        transposed = op.attrs.get("transpose_a") or op.attrs.get("adj_x")
+        inner = (a[-2] if transposed else a[-1]) if a and len(a) >= 2 else None  # None: unknown rank
         return 2.0 * _elements(out) * (inner if inner and inner > 0 else 1)
     if op.type in ("Conv2D", "DepthwiseConv2dNative"):
         w = op.inputs[1].shape
@@ -77,6 +78,8 @@ _ARITHMETIC_FAMILIES = frozenset(
         "special_math_ops",
         "linalg_ops",
         "image_ops",
+        "image_color_ops",
+        "non_max_suppression_ops",
     )
 )
 

@@ -1,5 +1,6 @@
 """tf.Example parsing (ParseExample, ParseExampleV2, ParseSingleExample), DecodeRaw, StringToNumber
-against TensorFlow's outputs and error texts, plus the helpers the other breadth tests share.
+(``decode_ops``) against TensorFlow's outputs and error texts, plus the helpers the other breadth
+tests share.
 
 TF's side: ``tests/oracle/builders/breadth_records.py`` (``python -m tests.oracle build --only
 breadth_records``). Every record runs twice: through the kernel (inputs read back from the cache,
@@ -177,7 +178,7 @@ def check_scenario(name: str) -> None:
 
 # --------------------------------------------------------------------------------- tests
 
-PARSING = records_of("parsing_ops")
+PARSING = records_of("parsing_ops", "decode_ops")
 
 
 @pytest.mark.parametrize("record", PARSING, ids=lambda r: r.name)

@@ -1,5 +1,6 @@
 """String ops against TensorFlow: hashes (FarmHash, TF's Hash64, SipHash), AsString's printf
-formats, joins and splits, case, Substr, RE2 regexes (``regex_ops``), Unicode decoding and base64.
+formats, joins and splits, case, Substr, RE2 regexes (``regex_ops``), Unicode decoding
+(``unicode_ops``) and base64.
 
 TF's side: ``tests/oracle/builders/breadth_records.py``; shared checks in ``test_parsing_ops``.
 """
@@ -13,7 +14,7 @@ from runtime import errors, kernels
 from runtime.hashing import fingerprint_cat64, hash64, siphash24
 from tests.runtime.test_parsing_ops import check_record, check_record_through_session, records_of
 
-STRINGS = records_of("string_ops", "regex_ops", ops=("StringJoin",))
+STRINGS = records_of("string_ops", "regex_ops", "unicode_ops", ops=("StringJoin",))
 
 
 @pytest.mark.parametrize("record", STRINGS, ids=lambda r: r.name)

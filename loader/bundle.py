@@ -77,6 +77,19 @@ class SavedModelBundle:
             close()
 
 
+def _delegate(session, delegation, served) -> None:
+    """onnxruntime delegation, which only ever speeds a model up: if rewriting the graph fails,
+    the model loads with every op on the numpy kernels, and the reason is logged."""
+    try:
+        session.delegate(None if delegation is True else delegation, served)
+    except Exception as exc:  # noqa: BLE001 - a model that runs natively is still served
+        logger.warning(
+            "onnxruntime delegation failed, every op runs on the numpy kernels: %s: %s",
+            type(exc).__name__,
+            exc,
+        )
+
+
 def load(sess, tags: Iterable[str], export_dir: str) -> meta_graph_pb2.MetaGraphDef:
     """Load into ``sess`` (whose graph must be empty) as ``tf.compat.v1.saved_model.loader.load``."""
     export_dir = os.fspath(export_dir)
@@ -114,8 +127,7 @@ def load_saved_model(
         signature_check.check_some_signature_runs(meta_graph_def, unavailable, export_dir)
         fingerprint = read_fingerprint(export_dir)
         if delegation:
-            served = signature_tensors(meta_graph_def, skip=unavailable)
-            session.delegate(None if delegation is True else delegation, served)
+            _delegate(session, delegation, signature_tensors(meta_graph_def, skip=unavailable))
     except BaseException:
         close = getattr(session, "close", None)
         if close is not None:

@@ -111,7 +111,7 @@ FLAGS: tuple[Flag, ...] = (
         "onnx_delegation",
         BOOL,
         "Extension: run op clusters that map to ONNX in onnxruntime, validated against the numpy "
-        "kernels on first run (default false).",
+        "kernels on first run (default true; false runs every op on the numpy kernels).",
     ),
 )
 

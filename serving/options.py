@@ -75,7 +75,7 @@ class ServerOptions:
     xla_cpu_compilation_enabled: bool = False
     xla_gpu_compilation_enabled: bool = False
     skip_initialize_tpu: bool = False
-    onnx_delegation: bool = False  # extension: onnxruntime delegation (runtime/onnx)
+    onnx_delegation: bool = True  # extension: onnxruntime delegation (runtime/onnx); false turns it off
     version: bool = False
 
     def replace(self, **changes) -> ServerOptions:

@@ -390,10 +390,13 @@ DELEGATED = ["keras_mlp", "keras_cnn_bn", "keras_transformer_block", "keras_lstm
 
 
 @pytest.mark.parametrize("name", DELEGATED)
-def test_predict_with_onnx_delegation_matches_tensorflow(model_server, tmp_path, name):
-    """--onnx_delegation (our extension): clusters run in onnxruntime, answers still match TF's."""
-    servers = check_corpus_model(model_server, tmp_path, name, "--onnx_delegation")
-    assert all("onnxruntime delegation:" in server.output() for server in servers)
+def test_predict_with_and_without_onnx_delegation_matches_tensorflow(model_server, tmp_path, name):
+    """--onnx_delegation (our extension, on by default): clusters run in onnxruntime; with
+    --onnx_delegation=false every op runs on the numpy kernels. Both answer as TF does."""
+    delegated = check_corpus_model(model_server, tmp_path, name)
+    assert all("onnxruntime delegation:" in server.output() for server in delegated)
+    native = check_corpus_model(model_server, tmp_path / "native", name, "--onnx_delegation=false")
+    assert not any("onnxruntime delegation:" in server.output() for server in native)
 
 
 def check_corpus_model(model_server, tmp_path, name, *flags):

@@ -7,6 +7,8 @@ equal TensorFlow's, which proves init ops and asset feeds ran.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -172,3 +174,21 @@ def test_py_func_never_runs(tmp_path):
         bundle.session.run("evil:0", {"x:0": np.array([1.0], np.float32)})
     with pytest.raises(errors.UnimplementedError, match="PyFunc"):
         load_saved_model(_with_py_func(tmp_path, as_main_op=True), {"serve"})
+
+
+def test_a_failing_delegation_leaves_the_model_native_and_served(monkeypatch, caplog):
+    """Delegation only speeds a model up: if rewriting the graph raises, the model still loads."""
+    import runtime.onnx
+
+    def broken(session, options=None, signatures=None):
+        raise RuntimeError("converter exploded")
+
+    monkeypatch.setattr(runtime.onnx, "delegate", broken)
+    export = Path(__file__).resolve().parents[2] / "models" / "half_plus_two" / "00000123"
+    with caplog.at_level("WARNING", logger="loader.bundle"):
+        bundle = load_saved_model(str(export), ["serve"], delegation=True)
+    try:
+        assert "converter exploded" in caplog.text
+        assert bundle.session.run("y:0", {"x:0": np.float32([[2.0]])}).tolist() == [[3.0]]
+    finally:
+        bundle.close()

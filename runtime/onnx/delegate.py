@@ -86,7 +86,9 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     clusters = partition.propose_clusters(
         inlined, frozen, within, options.min_cluster_ops, options.heavy_cluster_flops
     )
-    fused_def = partition.fuse(inlined, clusters, frozen, {op.name for op in region})
+    fused_def = partition.fuse(
+        inlined, clusters, frozen, {op.name for op in region}, fetched_tensors(signatures)
+    )
     add_loop_fallbacks(fused_def, key, (options.min_cluster_ops, options.heavy_cluster_flops))
     drop_inert_control_edges(fused_def, frozen)
     fused = Graph(functions=library)
@@ -194,6 +196,14 @@ def served_region(graph: Graph, signatures: Iterable | None) -> dict[Operation, 
 def _element_op(graph: Graph, name: str) -> Operation:
     element = graph.as_graph_element(name.lstrip("^"))
     return element if isinstance(element, Operation) else element.op
+
+
+def fetched_tensors(signatures: Iterable | None) -> set[str]:
+    """The tensor names the signatures fetch (operation names, e.g. targets, are left out)."""
+    if signatures is None:
+        return set()
+    pairs = [((), [s]) if isinstance(s, str) else s for s in signatures]
+    return {name for _, fetches in pairs for name in fetches if ":" in name}
 
 
 def fed_producers(graph: Graph, signatures: Iterable | None) -> set[str]:

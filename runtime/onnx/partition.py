@@ -273,14 +273,21 @@ def fuse(
     clusters: list[Cluster],
     frozen: Mapping[str, np.ndarray] | None = None,
     region: Collection[str] | None = None,
+    fetched: Collection[str] = (),
 ) -> graph_pb2.GraphDef:
     """A new GraphDef with each cluster replaced by one ``_OrtCluster`` node (module docstring).
 
     ``region``: the ops that will run (the served signatures'); a reader outside it does not make
     a cluster output (it would run the member's kept original node natively, if ever run).
+    ``fetched``: tensor names the signatures fetch; each is a cluster output even when only
+    members read it, so that no fetch runs a member's original node (and what it needs) again.
     """
     frozen = frozen or {}
     consumers = (_consumers(graph, region), _consumers(graph))
+    for name in fetched:
+        op_name, _, index = name.partition(":")
+        for table in consumers:  # the fetch is a reader outside every cluster
+            table.setdefault(op_name, []).append(("^fetch", int(index or 0)))
     replaced: dict[str, node_def_pb2.NodeDef] = {}
     added = []
     for cluster in clusters:

@@ -255,3 +255,26 @@ def test_fuse_exposes_only_what_the_served_region_reads():
         got = delegated.run(["tanh:0", "dead:0"], {"x:0": x})
     for a, b in zip(want, got):
         np.testing.assert_allclose(b, a, rtol=1e-6)
+
+
+def test_fuse_exposes_every_fetched_tensor_even_one_only_members_read():
+    """A signature's fetch that only cluster members read is still a cluster output: otherwise
+    fetching it would run the member's original node, and all it needs, natively again."""
+    g = graph(
+        node("x", "Placeholder", dtype=F),
+        const("w", np.eye(3) * 2),
+        node("mm", "MatMul", "x", "w", T=F),
+        node("relu", "Relu", "mm", T=F),
+        node("tanh", "Tanh", "relu", T=F),
+    )
+    clusters = propose_clusters(g)
+    region = {op.name for op in g.get_operations()}
+    fused_def = fuse(g, clusters, region=region, fetched={"relu:0", "tanh:0"})
+    cluster = next(n for n in fused_def.node if n.op == CLUSTER_OP)
+    assert sorted(t.decode() for t in cluster.attr["output_names"].list.s) == ["relu:0", "tanh:0"]
+    delegated = Session(graph=Graph.from_graph_def(fused_def))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    relu, tanh = delegated.run(["relu:0", "tanh:0"], {"x:0": x})
+    np.testing.assert_allclose(tanh, np.tanh(relu), rtol=1e-6)
+    plan = next(iter(delegated._plans.values()))
+    assert not [step.op.type for step in plan.steps if step.op.type in ("MatMul", "Relu", "Tanh")]

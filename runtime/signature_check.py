@@ -66,7 +66,7 @@ def _tensor_name(ref: str) -> str:
     return ref if ":" in ref else f"{ref}:0"
 
 
-def _called_functions(node: node_def_pb2.NodeDef, library: Mapping) -> list[str]:
+def called_functions(node: node_def_pb2.NodeDef, library: Mapping) -> list[str]:
     """Library functions ``node`` runs: its op type, and every func-valued attr."""
     names = [node.op] if node.op in library else []
     for value in node.attr.values():
@@ -123,7 +123,7 @@ class _Walker:
             seen.add(name)
             node = nodes[name]
             self.counts[node.op] += 1
-            for function in _called_functions(node, self.index.library):
+            for function in called_functions(node, self.index.library):
                 self.walk_function(function)
             stack += [_node_name(r) for r in node.input if not cut(r) and _node_name(r) in nodes]
 

@@ -33,6 +33,7 @@ from runtime.graph import Graph, Operation
 from runtime.onnx import converter as converter_lib
 from runtime.onnx.report import estimate_flops
 from runtime.op_def import parse_input
+from runtime.signature_check import called_functions
 
 CLUSTER_OP = "_OrtCluster"
 # Ops that move or describe data without computing: a cluster of only these stays native.
@@ -372,24 +373,13 @@ def _functions_called(graph: Graph, ops: list[Operation]) -> list[str]:
     """Library functions the ops run (a While's cond and body), nested calls included, sorted."""
     library = graph.functions
     found: set[str] = set()
-    pending = [n for op in ops for n in _func_names(op.node_def, library)]
+    pending = [n for op in ops for n in called_functions(op.node_def, library)]
     while pending:
         name = pending.pop()
         if name not in found:
             found.add(name)
-            pending += [n for node in library[name].node_def for n in _func_names(node, library)]
+            pending += [n for node in library[name].node_def for n in called_functions(node, library)]
     return sorted(found)
-
-
-def _func_names(node: node_def_pb2.NodeDef, library) -> list[str]:
-    names = [node.op] if node.op in library else []
-    for value in node.attr.values():
-        kind = value.WhichOneof("value")
-        if kind == "func":
-            names.append(value.func.name)
-        elif kind == "list":
-            names += [f.name for f in value.list.func]
-    return [n for n in names if n in library]
 
 
 def _slot_name(cluster_name: str, index: int) -> str:

@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 
 from runtime.graph import Operation
+from runtime.signature_check import called_functions
 
 # Ops that are bookkeeping, not work: never listed as "stayed native".
 BOOKKEEPING = frozenset(
@@ -41,7 +42,7 @@ def estimate_flops(op: Operation) -> float:
     if op.type in BOOKKEEPING or op.type in DATA_MOVEMENT or not op.outputs:
         return 0.0
     out = op.outputs[0].shape
-    functions = _called_functions(op)
+    functions = called_functions(op.node_def, op.graph.functions)
     if functions:  # its bodies' own native arithmetic, once each (iteration counts are unknown)
         return sum(_function_flops(op.graph.functions, f) for f in functions)
     if op.type not in CONVERTERS and op.type not in _NATIVE_ARITHMETIC and not _arithmetic_kernel(op.type):
@@ -109,18 +110,6 @@ def _function_flops(library, name: str, depth: int = 0) -> float:
                 seen.add(pred)
                 stack.append(pred)
     return sum(estimate_flops(op) for op in seen)
-
-
-def _called_functions(op: Operation) -> list[str]:
-    library = op.graph.functions
-    names = [op.type] if op.type in library else []
-    for value in op.node_def.attr.values():
-        kind = value.WhichOneof("value")
-        if kind == "func":
-            names.append(value.func.name)
-        elif kind == "list":
-            names += [f.name for f in value.list.func]
-    return [n for n in names if n in library]
 
 
 @dataclass

@@ -122,10 +122,9 @@ class AspiredVersionsManager:
         self._pins_lock = threading.Lock()
         self._pins = threading.Condition(self._pins_lock)
         self._harnesses: dict[str, dict[int, _Harness]] = {}
+        # What requests read: never changed in place, replaced under the pins lock (by
+        # ``_set_available``), so that a request finds and pins its version taking that lock only.
         self._available: dict[str, dict[int, _Harness]] = {}
-        # What requests read: a copy of ``_available`` replaced (never changed) under the pins
-        # lock, so that a request finds and pins its version taking that one lock only.
-        self._serving: dict[str, dict[int, _Harness]] = {}
         self._states: dict[str, dict[int, VersionState]] = {}  # the ServableStateMonitor
         self._seq = 0
         self._loads_in_flight = 0
@@ -192,7 +191,7 @@ class AspiredVersionsManager:
     def get_servable(self, name: str, version: int | None) -> Servable:
         """A pinned handle to ``version`` (None: the highest available)."""
         with self._pins_lock:
-            available = self._serving.get(name)
+            available = self._available.get(name)
             h = None
             if available:
                 h = available.get(version) if version is not None else available[max(available)]
@@ -208,11 +207,21 @@ class AspiredVersionsManager:
             if h.pins == 0 and h.state is HarnessState.UNLOADING:
                 self._pins.notify_all()
 
-    def _publish_serving(self) -> None:
-        """Makes the current ``_available`` what requests see (called with the manager's lock)."""
-        snapshot = {name: dict(versions) for name, versions in self._available.items()}
+    def _set_available(self, h: _Harness, available: bool) -> None:
+        """Adds or removes ``h`` among the versions requests can pin (called with the manager's
+        lock): a new table, swapped in under the pins lock."""
+        versions = dict(self._available.get(h.id.name, {}))
+        if available:
+            versions[h.id.version] = h
+        else:
+            versions.pop(h.id.version, None)
+        table = dict(self._available)
+        if versions:
+            table[h.id.name] = versions
+        else:
+            table.pop(h.id.name, None)
         with self._pins_lock:
-            self._serving = snapshot
+            self._available = table
 
     def available_versions(self, name: str) -> list[int]:
         with self._cv:
@@ -348,8 +357,7 @@ class AspiredVersionsManager:
             self._loads_in_flight -= 1
             if error is None:
                 h.bundle, h.state = bundle, HarnessState.READY
-                self._available.setdefault(h.id.name, {})[h.id.version] = h
-                self._publish_serving()
+                self._set_available(h, True)
                 logger.info("Successfully loaded servable version %s", h.id)
                 self._publish(h, ManagerState.AVAILABLE)
             else:
@@ -360,11 +368,7 @@ class AspiredVersionsManager:
 
     def _start_unload(self, h: _Harness) -> None:
         h.state = HarnessState.UNLOADING
-        available = self._available.get(h.id.name, {})
-        available.pop(h.id.version, None)
-        if not available:
-            self._available.pop(h.id.name, None)
-        self._publish_serving()
+        self._set_available(h, False)
         self._publish(h, ManagerState.UNLOADING)
         threading.Thread(
             target=self._unload, args=(h,), name=f"unload-{h.id.name}-{h.id.version}", daemon=True

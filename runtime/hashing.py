@@ -54,9 +54,16 @@ def siphash24(k0: int, k1: int, data: bytes) -> int:
     words = [m for (m,) in struct.iter_unpack("<Q", data[:full])]
     words.append(((n & 0xFF) << 56) | int.from_bytes(data[full:], "little"))
     mask = _MASK
-    for m in words:
-        v3 ^= m
-        for _ in range(2):
+    last = len(words)
+    words.append(0)  # a last pass for the finalization: v2 ^= 0xFF, then 4 rounds
+    for i, m in enumerate(words):
+        if i < last:
+            v3 ^= m
+            rounds = 2
+        else:
+            v2 ^= 0xFF
+            rounds = 4
+        for _ in range(rounds):
             v0 = (v0 + v1) & mask
             v1 = (((v1 << 13) | (v1 >> 51)) & mask) ^ v0
             v0 = ((v0 << 32) | (v0 >> 32)) & mask
@@ -67,19 +74,7 @@ def siphash24(k0: int, k1: int, data: bytes) -> int:
             v2 = (v2 + v1) & mask
             v1 = (((v1 << 17) | (v1 >> 47)) & mask) ^ v2
             v2 = ((v2 << 32) | (v2 >> 32)) & mask
-        v0 ^= m
-    v2 ^= 0xFF
-    for _ in range(4):
-        v0 = (v0 + v1) & mask
-        v1 = (((v1 << 13) | (v1 >> 51)) & mask) ^ v0
-        v0 = ((v0 << 32) | (v0 >> 32)) & mask
-        v2 = (v2 + v3) & mask
-        v3 = (((v3 << 16) | (v3 >> 48)) & mask) ^ v2
-        v0 = (v0 + v3) & mask
-        v3 = (((v3 << 21) | (v3 >> 43)) & mask) ^ v0
-        v2 = (v2 + v1) & mask
-        v1 = (((v1 << 17) | (v1 >> 47)) & mask) ^ v2
-        v2 = ((v2 << 32) | (v2 >> 32)) & mask
+        v0 ^= m  # m is 0 on the finalization pass
     return v0 ^ v1 ^ v2 ^ v3
 
 

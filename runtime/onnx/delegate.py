@@ -177,7 +177,7 @@ def served_region(graph: Graph, signatures: Iterable | None) -> dict[Operation, 
     """
     if signatures is None:
         return dict.fromkeys(graph.get_operations(), frozenset({0}))
-    pairs = [((), [s]) if isinstance(s, str) else s for s in signatures]
+    pairs = _pairs(signatures)
     needed: dict[Operation, set[int]] = {}
     for index, (feeds, fetches) in enumerate(pairs):
         fed = {graph.get_tensor_by_name(t) for t in feeds}
@@ -202,15 +202,19 @@ def fetched_tensors(signatures: Iterable | None) -> set[str]:
     """The tensor names the signatures fetch (operation names, e.g. targets, are left out)."""
     if signatures is None:
         return set()
-    pairs = [((), [s]) if isinstance(s, str) else s for s in signatures]
-    return {name for _, fetches in pairs for name in fetches if ":" in name}
+    return {name for _, fetches in _pairs(signatures) for name in fetches if ":" in name}
 
 
 def fed_producers(graph: Graph, signatures: Iterable | None) -> set[str]:
     """Ops whose outputs some signature feeds: they must stay outside clusters."""
     if signatures is None:
         return set()
-    return {graph.get_tensor_by_name(t).op.name for s in signatures if not isinstance(s, str) for t in s[0]}
+    return {graph.get_tensor_by_name(t).op.name for feeds, _ in _pairs(signatures) for t in feeds}
+
+
+def _pairs(signatures: Iterable) -> list:
+    """(feed names, fetch names) per signature; a plain name is a fetch with nothing fed."""
+    return [((), [s]) if isinstance(s, str) else s for s in signatures]
 
 
 def writes_variables(ops: Iterable[Operation], library) -> str | None:

@@ -25,6 +25,7 @@ from runtime import attrs as attr_lib
 from tests.oracle import cache_dir
 from tests.runtime import op_records
 from tests.runtime.op_records import RECORDS
+from tests.runtime.test_kernels_math import PURE_FAMILIES
 
 REBUILD = "run `python -m tests.oracle build --force --only op_records`"
 
@@ -219,27 +220,9 @@ def test_records_cover_many_ops() -> None:
     )
 
 
-# The dense-math families: every kernel of theirs has op records, but these (checked elsewhere).
-RECORDED_FAMILIES = {
-    "math_ops",
-    "reduction_ops",
-    "array_ops",
-    "concat_ops",
-    "permute_ops",
-    "selection_ops",
-    "indexing_ops",
-    "layout_ops",
-    "data_flow_ops",
-    "nn_ops",
-    "conv_ops",
-    "image_ops",
-    "image_color_ops",
-    "non_max_suppression_ops",
-    "linalg_ops",
-    "spectral_ops",
-    "quantization_ops",
-    "random_ops",
-}
+# The dense-math families, and random_ops: every kernel of theirs has op records, but these
+# (checked elsewhere).
+RECORDED_FAMILIES = PURE_FAMILIES | {"random_ops"}
 UNRECORDED = {
     "BatchNormWithGlobalNormalization": "TF 2 cannot build it; test_kernels_nn checks it against FusedBatchNormV3",
     "TopK": "TF 2 cannot build it; test_kernels_nn checks it against TopKV2",

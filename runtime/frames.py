@@ -23,6 +23,10 @@ value is live (the loop's Switches killed the body). An Exit's value is its live
 entered with dead values (a while inside an untaken cond branch) exits dead. Dead tensors inside
 a frame (a cond inside the loop) work as everywhere else. Runs are re-entrant: a runner keeps
 no per-run state, so a plan stays shareable between threads.
+
+Delegation first raises every regular frame into a functional ``While`` (``runtime/onnx/
+raise_frames.py``), which converts to an ONNX ``Loop``; the frames left (a cond inside the loop,
+ref variables) run here.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterable, Sequence
 
-from runtime import errors
+from runtime import errors, interpreter
 from runtime import plan as plan_lib
 from runtime.graph import Operation, Tensor
 from runtime.kernels.registry import DEAD
@@ -146,9 +150,9 @@ class FrameRunner:
         steps = deadline = None
         if state is not None:
             deadline, trace = state
-            steps = plan_lib.instrument(self.plan, trace) if trace is not None else None
+            steps = interpreter.instrument(self.plan, trace) if trace is not None else None
         while True:
-            out = plan_lib.run_plan(self.plan, feeds, steps, deadline)
+            out = interpreter.run_plan(self.plan, feeds, steps, deadline)
             for i in range(num_exits):
                 if out[num_next + i] is not DEAD:
                     exits[i] = out[num_next + i]

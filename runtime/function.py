@@ -26,9 +26,10 @@ from runtime import attrs as attr_lib
 from runtime import errors
 from runtime.attrs import FuncAttr
 from runtime.graph import Graph, Operation, Tensor
+from runtime.interpreter import instrument, run_plan
 from runtime.kernels import lookup
 from runtime.op_def import function_signature, op_signature
-from runtime.plan import Plan, build_plan, instrument, run_plan
+from runtime.plan import Plan, build_plan
 
 # Set by Session.run while a run has a deadline or traces: (deadline | None, trace list | None).
 RUN_STATE: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("run_state", default=None)
@@ -225,6 +226,23 @@ class FunctionLibraryRuntime:
             instance = self.instance(func.name, attrs)
             with self._lock:
                 self._by_attr[id(func)] = (func, instance)
+
+    def map_loop(self, cond: FuncAttr, body: FuncAttr):
+        """``cond``/``body`` of a While as a ``runtime.map_loops.MapLoop``, or None (not map-shaped)."""
+        from runtime import map_loops  # imported late: map_loops imports this module
+
+        instances = []
+        for func in (cond, body):
+            self.prepare(func)
+            instances.append(self._by_attr[id(func)][1])
+        if not all(isinstance(i, _Instance) for i in instances):
+            return None  # a recursive function still being instantiated
+        fn_body = instances[1].body
+
+        def plan_items(tensors):
+            return _Instance(fn_body, build_plan(fn_body.args, tensors, [], self._resources, self))
+
+        return map_loops.analyze(instances[0].body, fn_body, plan_items)
 
     def call(self, func: FuncAttr, args: Sequence) -> tuple:
         """Runs the function a func-valued attr names (kernels: ``ctx.functions.call(f, args)``)."""

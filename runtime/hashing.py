@@ -3,12 +3,13 @@
 - ``hash64``: TF's ``Hash64`` (``tensorflow/core/lib/hash/hash.cc``, a MurmurHash64A variant with
   seed 0xDECAFCAFFE), used by ``StringToHashBucket``.
 - ``siphash24``: SipHash-2-4 with a 128-bit key, TF's ``StrongKeyedHash``; ``siphash24_many`` hashes
-  a batch of strings in numpy lanes.
+  a batch of strings in numpy lanes; ``siphash24_memo`` remembers each key's hashes.
 - ``fingerprint_cat64``: TF's ``FingerprintCat64``, how ``SparseCross`` combines feature hashes
   (``fingerprint_cat64_many`` over uint64 arrays).
 - ``shift_mix``: TF's ``ShiftMix``.
 
-All return unsigned 64-bit Python ints (``siphash24_many`` a list of them). Thread-safety: pure functions.
+All return unsigned 64-bit Python ints (``siphash24_many`` a list of them). Thread-safety: pure functions (the memo is a plain dict:
+a lost update costs only a second hash).
 """
 
 from __future__ import annotations
@@ -101,6 +102,27 @@ def siphash24_many(k0: int, k1: int, items: list[bytes]) -> list[int]:
         for i, value in zip(members, hashed.tolist()):
             out[i] = value
     return out
+
+
+# SipHash per string costs about a microsecond in Python; categorical strings repeat within and
+# across requests, so hashes are kept per key, up to this many strings (then the memo restarts).
+_MEMO_SIZE = 1 << 16
+_MEMOS: dict[tuple[int, int], dict[bytes, int]] = {}
+
+
+def siphash24_memo(k0: int, k1: int, items: list[bytes]) -> list[int]:
+    """``siphash24_many``, each distinct string hashed once and remembered (thread-safe: a lost
+    update only costs a second hash)."""
+    memo = _MEMOS.setdefault((k0, k1), {})
+    hashes = [memo.get(item) for item in items]
+    if None not in hashes:
+        return hashes
+    unique = list(dict.fromkeys(item for item, h in zip(items, hashes) if h is None))
+    computed = dict(zip(unique, siphash24_many(k0, k1, unique)))
+    if len(memo) + len(computed) > _MEMO_SIZE:
+        memo.clear()
+    memo.update(computed)
+    return [h if h is not None else computed[item] for item, h in zip(items, hashes)]
 
 
 def _sip_rounds(v0, v1, v2, v3, count: int) -> tuple:

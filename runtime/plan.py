@@ -1,4 +1,4 @@
-"""Execution plans: a pruned, ordered, kernel-resolved step list, and the loop that runs it.
+"""Execution plans: a pruned, ordered, kernel-resolved step list (``runtime/interpreter.py`` runs it).
 
 ``build_plan`` does every per-node decision once: prune to what the fetches and targets need
 (fed tensors cut their producers off), order topologically, resolve each node's kernel (registry
@@ -6,11 +6,8 @@ first, then the function library: an op named after a library function calls it)
 bind its attrs, group list inputs (``runtime/op_signatures.py``), dereference TF1 ref edges, and
 compute after which step each value dies. It reports every unsupported op type at once.
 
-``run_plan`` is the interpreter, in the style of JAX's ``eval_jaxpr``: one flat loop over
-``Step`` tuples reading and writing a list of value slots. Slot 0 is scratch (outputs nobody
-reads). Dead tensors of TF1 control flow are the ``DEAD`` sentinel: a step with a dead input is
-skipped and its outputs are dead, unless its kernel ``accepts_dead``. A Plan is immutable and
-shared by every thread running it; each run owns its slot list.
+A Plan is ``Step`` tuples over a list of value slots (slot 0 is scratch: outputs nobody reads).
+It is immutable and shared by every thread running it; each run owns its slot list.
 
 TF1 while loops (Enter/Merge/NextIteration/Exit cycles) leave this loop as it is: at plan time
 ``runtime/frames.py`` makes each loop frame one step whose call runs a plan of the loop body
@@ -21,22 +18,18 @@ from __future__ import annotations
 
 import collections
 import functools
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import numpy as np
-
 from runtime import errors, frames
 from runtime.attrs import FuncAttr
 from runtime.graph import Operation, Tensor
+from runtime.interpreter import direct_call
 from runtime.kernels import lookup
-from runtime.kernels.registry import DEAD
 from runtime.op_def import OpSignature
 
 _SCRATCH = 0
-_monotonic = time.monotonic
 # Kernels that return their inputs unchanged (Identity, StopGradient, IdentityN, PlaceholderWithDefault).
 _FORWARDING = (lookup("Identity").fn, lookup("IdentityN").fn, lookup("PlaceholderWithDefault").fn)
 
@@ -86,6 +79,10 @@ class Plan:
     feed_slots: tuple[int, ...]
     fetch_slots: tuple[int, ...]
     fetch_fed: tuple[bool, ...]
+    quiet: bool = False  # every step's kernel is ``quiet``: the run needs no np.errstate
+    # The whole plan as one call of the feed values, where it is a single step from the feeds to
+    # the fetches (a fully delegated model): no slots, no deadness (``_direct``).
+    direct: Callable[[Sequence], list] | None = None
 
 
 def _deref(value):
@@ -138,6 +135,7 @@ class _Kernel(NamedTuple):
     accepts_dead: bool
     multi: bool | None  # None: decide from the output count
     signature: OpSignature | None
+    quiet: bool = False
 
 
 def _resolve(op: Operation, resources, functions) -> _Kernel | None:
@@ -148,8 +146,11 @@ def _resolve(op: Operation, resources, functions) -> _Kernel | None:
         attrs = definition.select_attrs(op.attrs)
         if definition.needs_context:
             attrs["ctx"] = OpContext(op, resources, functions)
-        call = functools.partial(definition.fn, **attrs) if attrs else definition.fn
-        return _Kernel(call, definition.accepts_dead, None, op.signature)
+        if definition.per_node:
+            call = definition.fn(**attrs)
+        else:
+            call = functools.partial(definition.fn, **attrs) if attrs else definition.fn
+        return _Kernel(call, definition.accepts_dead, None, op.signature, definition.quiet)
     if functions is not None and op.type in op.graph.functions:
         return _Kernel(functions.call_kernel(op), False, True, op.signature)
     return None
@@ -230,6 +231,7 @@ class _StepBuilder:
         self.control_slot: dict[Operation, int] = {}
         self.ref_out: dict[Tensor, bool] = dict.fromkeys(ref_feeds, True)
         self.raw_steps: list[list] = []
+        self.quiet_calls: set[Callable] = {_deref}  # step calls known to do no numpy math
 
     def new_slot(self) -> int:
         self.num_slots += 1
@@ -290,6 +292,8 @@ class _StepBuilder:
         )
         outputs = tuple(out_slots) if multi else (out_slots[0] if out_slots else _SCRATCH)
         call = _grouped(kernel.call, signature, op)
+        if kernel.quiet:
+            self.quiet_calls.add(call)
         ctrl = self.control_slot.get(op, _SCRATCH)
         self.raw_steps.append([call, inputs, multi, outputs, kernel.accepts_dead, dead_inputs, op, ctrl])
 
@@ -339,135 +343,13 @@ def _finish(builder: _StepBuilder, feed_slots, fetch_slots, fetches) -> Plan:
         Step(call, ins, multi, outs, tuple(frees[i]), accepts_dead, dead_ins, op, ctrl)
         for i, (call, ins, multi, outs, accepts_dead, dead_ins, op, ctrl) in enumerate(raw_steps)
     )
+    fetch_fed = tuple(t in builder.fed for t in fetches)
     return Plan(
         steps=steps,
         num_slots=builder.num_slots,
         feed_slots=feed_slots,
         fetch_slots=fetch_slots,
-        fetch_fed=tuple(t in builder.fed for t in fetches),
+        fetch_fed=fetch_fed,
+        quiet=all(step.call in builder.quiet_calls for step in steps),
+        direct=direct_call(steps, feed_slots, fetch_slots, fetch_fed),
     )
-
-
-def run_plan(
-    plan: Plan,
-    feed_values: Sequence,
-    steps: Sequence[Step] | None = None,
-    deadline: float | None = None,
-) -> list:
-    """Runs the plan; returns the fetched values (DEAD where a fetch is dead).
-
-    ``steps`` replaces ``plan.steps`` for a traced run (``instrument``); ``deadline``
-    (``time.monotonic()`` seconds) is checked before every step: DeadlineExceededError.
-    """
-    vals: list = [None] * plan.num_slots
-    for slot, value in zip(plan.feed_slots, feed_values):
-        vals[slot] = value
-    dead: set[int] | None = None
-    op = None
-    try:
-        for call, ins, multi, outs, frees, accepts_dead, dead_ins, op, ctrl in (
-            plan.steps if steps is None else steps
-        ):
-            if deadline is not None and _monotonic() > deadline:
-                raise errors.DeadlineExceededError(None, None, "Timed out waiting for notification")
-            if dead is not None and not accepts_dead and not dead.isdisjoint(dead_ins):
-                _kill(vals, dead, outs if multi else (outs,), ctrl)
-            elif multi:
-                dead = _store(vals, outs, call(*[vals[i] for i in ins]), dead, op)
-            else:
-                # Unrolled for the common arities: a list per step costs more than the branch.
-                n = len(ins)
-                if n == 2:
-                    result = call(vals[ins[0]], vals[ins[1]])
-                elif n == 1:
-                    result = call(vals[ins[0]])
-                elif n == 0:
-                    result = call()
-                else:
-                    result = call(*[vals[i] for i in ins])
-                vals[outs] = result
-                if result is DEAD:
-                    dead = _kill(vals, dead, (outs,), _SCRATCH)
-            for slot in frees:
-                vals[slot] = None
-    except Exception as exc:  # noqa: BLE001 - every kernel failure becomes an OpError
-        raise node_error(exc, op) from (None if isinstance(exc, errors.OpError) else exc)
-    return [vals[slot] for slot in plan.fetch_slots]
-
-
-def _store(vals: list, outs: tuple, result, dead, op) -> set[int] | None:
-    if not isinstance(result, (tuple, list)) or len(result) != len(outs):
-        got = len(result) if isinstance(result, (tuple, list)) else "1"
-        raise errors.InternalError(
-            None, None, f"Kernel for {op.type} returned {got} outputs, expected {len(outs)}"
-        )
-    for slot, value in zip(outs, result):
-        vals[slot] = value
-        if value is DEAD:
-            dead = _kill(vals, dead, (slot,), _SCRATCH)
-    return dead
-
-
-def _kill(vals: list, dead: set[int] | None, slots: tuple, ctrl: int) -> set[int]:
-    """Marks ``slots`` (and a control slot) dead: DEAD values, and in the ``dead`` set."""
-    dead = set() if dead is None else dead
-    for slot in slots:
-        vals[slot] = DEAD
-    dead.update(slots)
-    dead.add(ctrl)
-    dead.discard(_SCRATCH)
-    return dead
-
-
-# Python exceptions a kernel may raise, by the OpError TF would report (default InvalidArgument).
-_PYTHON_ERRORS = (
-    (MemoryError, errors.ResourceExhaustedError),
-    (NotImplementedError, errors.UnimplementedError),
-)
-
-
-def node_error(exc: Exception, op: Operation | None) -> errors.OpError:
-    """``exc`` raised by ``op``'s kernel as TF reports it: an OpError naming the node.
-
-    A run's own timeout is not a node's failure and keeps its plain text, as in TF.
-    """
-    if isinstance(exc, errors.DeadlineExceededError) and exc.op is None:
-        return exc
-    if op is None:
-        return exc if isinstance(exc, errors.OpError) else errors.InternalError(None, None, str(exc))
-    suffix = f"\n\t [[{{{{node {op.name}}}}}]]"
-    if isinstance(exc, errors.OpError):
-        return errors.error_for_code(
-            exc.code, exc.message + suffix, exc.node_def or op.node_def, exc.op or op
-        )
-    kind = next((e for python, e in _PYTHON_ERRORS if isinstance(exc, python)), None)
-    text = f"{op.type}: {str(exc) or type(exc).__name__}{suffix}"
-    return (kind or errors.InvalidArgumentError)(op.node_def, op, text)
-
-
-def instrument(plan: Plan, trace: list) -> tuple[Step, ...]:
-    """The plan's steps, each appending (op, start_us, micros) to ``trace`` when it runs."""
-
-    def wrap(call: Callable, op: Operation | None) -> Callable:
-        def traced(*args):
-            start_us = time.time_ns() // 1000
-            start = time.perf_counter()
-            result = call(*args)
-            if op is not None:
-                trace.append((op, start_us, int((time.perf_counter() - start) * 1e6)))
-            return result
-
-        return traced
-
-    return tuple(step._replace(call=wrap(step.call, step.op)) for step in plan.steps)
-
-
-def fetched(value, fed: bool, index: int):
-    """A fetched value as Session.run returns it: 0-d results as numpy scalars."""
-    if value is DEAD:
-        raise errors.InvalidArgumentError(None, None, f"Retval[{index}] does not have value")
-    if fed:
-        return value
-    if isinstance(value, np.ndarray):
-        return value[()] if value.ndim == 0 else value
-    return value

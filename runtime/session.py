@@ -28,7 +28,8 @@ from runtime.device import LOCAL_CPU
 from runtime.fetches import FetchMapper
 from runtime.function import RUN_STATE, FunctionLibraryRuntime
 from runtime.graph import Graph, Operation, Tensor, get_default_graph
-from runtime.plan import Plan, build_plan, fetched, instrument, run_plan
+from runtime.interpreter import fetched, instrument, run_plan
+from runtime.plan import Plan, build_plan
 from runtime.resources import ResourceMgr
 from runtime.tensor_util import as_bytes_array
 
@@ -113,22 +114,28 @@ class Session:
         key = (feed_tensors, tuple(mapper.tensors), tuple(mapper.operations))
         # An ndarray of exactly the feed's (non-string) dtype is fed as it is, when shapes are
         # not checked: the common case of a server, which decodes requests to those dtypes.
-        exact = tuple(_exact_numpy_dtype(d) for d in feed_dtypes)
+        check_shapes = self._check_feed_shapes
+        exact = tuple(None if check_shapes else _exact_numpy_dtype(d) for d in feed_dtypes)
 
         def callable_(*feed_args, options=None, run_metadata=None):
             if len(feed_args) != len(feed_tensors):
                 raise TypeError(f"Expected {len(feed_tensors)} feed arguments, got {len(feed_args)}")
             if (options is not None or run_metadata is not None) and not accept_options:
                 raise TypeError("options and run_metadata need accept_options=True")
-            self._check_open()
-            check_shapes = self._check_feed_shapes
-            values = [
-                v
-                if not check_shapes and type(v) is np.ndarray and v.dtype is np_dtype
-                else _feed_value(t, dtype, v, check_shapes)
-                for t, dtype, np_dtype, v in zip(feed_tensors, feed_dtypes, exact, feed_args)
-            ]
-            return mapper.build(self._run_plan(self._plan(key), values, options, run_metadata))
+            if self._closed:
+                self._check_open()
+            values = list(feed_args)
+            i = 0
+            for v in feed_args:  # a plain loop: half a comprehension's cost, paid per request
+                if type(v) is not np.ndarray or v.dtype is not exact[i]:
+                    values[i] = _feed_value(feed_tensors[i], feed_dtypes[i], v, check_shapes)
+                i += 1
+            plan = self._plans.get(key)
+            if plan is None or self._plans_version != self._graph.version:
+                plan = self._plan(key)
+            if plan.quiet and plan.direct is not None and options is None and self._default_timeout_ms <= 0:
+                return mapper.build(plan.direct(values))  # a fully delegated model: one call
+            return mapper.build(self._run_plan(plan, values, options, run_metadata))
 
         return callable_
 
@@ -150,8 +157,16 @@ class Session:
             timeout_ms = options.timeout_in_ms or self._default_timeout_ms
             tracing = options.trace_level > 0 and run_metadata is not None
         if timeout_ms <= 0 and not tracing:
-            with np.errstate(all="ignore"):  # TF's kernels give inf and nan without warnings
+            direct = plan.direct  # one call returning fetched values: a fully delegated model
+            if plan.quiet:  # no numpy math: no np.errstate
+                if direct is not None:
+                    return direct(feed_values)
                 values = run_plan(plan, feed_values)
+            else:
+                with np.errstate(all="ignore"):  # TF's kernels give inf and nan without warnings
+                    if direct is not None:
+                        return direct(feed_values)
+                    values = run_plan(plan, feed_values)
         else:
             deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
             trace: list | None = [] if tracing else None

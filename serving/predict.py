@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
-from apis.tensorflow_serving.apis import predict_pb2
+from apis.tensorflow_serving.apis import model_pb2, predict_pb2
 from runtime import errors
 from serving import signatures, tensor_codec
 
@@ -43,6 +43,11 @@ def run_predict(
     name = signatures.signature_name(request.model_spec)
     signature = predict_signature(servable, name)
     signatures.check_available(servable, name)
+    if not request.output_filter and (signature.method_name_ok or not method_name_check):
+        feed_values = signature.plain_feeds(request.inputs)
+        if feed_values is not None:  # the common request: every input, nothing to check or report
+            outputs = signature.run(servable.bundle.session, signature.output_names, feed_values, run_options)
+            return signature.response(request.model_spec.name, servable.version, outputs, as_tensor_content)
     response = predict_pb2.PredictResponse()
     signatures.set_model_spec(response.model_spec, request.model_spec.name, name, servable.version)
 
@@ -64,15 +69,67 @@ class PredictSignature:
 
     _MAX_CALLABLES = 64  # distinct output_filter lists cached; more are served uncached
 
-    def __init__(self, signature: meta_graph_pb2.SignatureDef):
+    def __init__(
+        self, signature: meta_graph_pb2.SignatureDef, name: str = signatures.DEFAULT_SERVING_SIGNATURE_DEF_KEY
+    ):
         self.signature = signature
+        self.name = name
         self.input_aliases = tuple(sorted(signature.inputs))
         self.input_names = tuple(signature.inputs[alias].name for alias in self.input_aliases)
         self.input_dtypes = tuple(signature.inputs[alias].dtype for alias in self.input_aliases)
         self.output_aliases = tuple(sorted(signature.outputs))
         self.output_names = tuple(signature.outputs[alias].name for alias in self.output_aliases)
         self.output_dtypes = {alias: info.dtype for alias, info in signature.outputs.items()}
+        self.method_name_ok = signature.method_name in _METHOD_NAMES
         self._callables: dict[tuple[str, ...], signatures.SessionCallable] = {}
+        self._plain_inputs = tuple(zip(self.input_aliases, self.input_dtypes))
+        # PredictResponse.outputs map entries up to the TensorProto: key (alias), value's tag.
+        self._entry_heads = tuple(
+            _OUTPUT_KEY_TAG + tensor_codec.varint(len(key)) + key + _OUTPUT_VALUE_TAG
+            for key in (alias.encode() for alias in self.output_aliases)
+        )
+        self._output_dtype_list = tuple(self.output_dtypes[alias] for alias in self.output_aliases)
+        self._model_specs: dict[tuple[str, int], bytes] = {}  # (model name, version) -> field bytes
+
+    def plain_feeds(self, inputs) -> list[np.ndarray] | None:
+        """The feed values of a request that sends exactly the signature's inputs, each of its
+        dtype and well formed; None for any other request, which the checked path serves (with
+        the same result, or TF Serving's error)."""
+        if len(inputs) != len(self._plain_inputs):
+            return None
+        values = []
+        for alias, dtype in self._plain_inputs:
+            proto = inputs.get(alias)
+            if proto is None or proto.dtype != dtype:
+                return None
+            try:
+                values.append(tensor_codec.decode(proto))
+            except tensor_codec.TensorProtoError:
+                return None
+        return values
+
+    def response(self, model_name: str, version: int, outputs: list, as_tensor_content: bool):
+        """The PredictResponse of every output, assembled as wire bytes and parsed once: what
+        ``post_process`` and ``set_model_spec`` build field by field."""
+        if len(outputs) != len(self._entry_heads):
+            raise errors.UnknownError(None, None, "Predict internal error")
+        encode = tensor_codec.content_bytes if as_tensor_content else tensor_codec.field_bytes
+        varint = tensor_codec.varint
+        parts = []
+        for head, value, dtype in zip(self._entry_heads, outputs, self._output_dtype_list):
+            tensor = encode(value, dtype)
+            entry = head + varint(len(tensor)) + tensor
+            parts.append(_OUTPUTS_TAG + varint(len(entry)) + entry)
+        spec = self._model_specs.get((model_name, version))
+        if spec is None:
+            message = model_pb2.ModelSpec()
+            signatures.set_model_spec(message, model_name, self.name, version)
+            body = message.SerializeToString()
+            spec = self._model_specs.setdefault(
+                (model_name, version), _MODEL_SPEC_TAG + varint(len(body)) + body
+            )
+        parts.append(spec)
+        return predict_pb2.PredictResponse.FromString(b"".join(parts))
 
     def run(self, session, fetches: tuple[str, ...], feed_values: list, run_options) -> list:
         """``fetches`` with the signature's inputs fed ``feed_values`` (``signatures.run_session``)."""
@@ -93,7 +150,7 @@ def predict_signature(servable, name: str) -> PredictSignature:
         signature = signatures.signature_defs(servable).get(name)
         if signature is None:
             raise errors.FailedPreconditionError(None, None, f'Serving signature key "{name}" not found.')
-        prepared = servable.cache.setdefault(key, PredictSignature(signature))
+        prepared = servable.cache.setdefault(key, PredictSignature(signature, name))
     return prepared
 
 
@@ -131,12 +188,19 @@ def post_process(
         encode(response.outputs[alias], value, signature.output_dtypes[alias])
 
 
+_METHOD_NAMES = (
+    signatures.PREDICT_METHOD_NAME,
+    signatures.CLASSIFY_METHOD_NAME,
+    signatures.REGRESS_METHOD_NAME,
+)
+# Wire tags (field number << 3 | 2): PredictResponse.outputs (1) and model_spec (2); a map
+# entry's key (1) and value (2).
+_OUTPUTS_TAG, _MODEL_SPEC_TAG = b"\x0a", b"\x12"
+_OUTPUT_KEY_TAG, _OUTPUT_VALUE_TAG = b"\x0a", b"\x12"
+
+
 def _verify_method_name(signature: meta_graph_pb2.SignatureDef) -> None:
-    allowed = (
-        signatures.PREDICT_METHOD_NAME,
-        signatures.CLASSIFY_METHOD_NAME,
-        signatures.REGRESS_METHOD_NAME,
-    )
+    allowed = _METHOD_NAMES
     if signature.method_name not in allowed:
         raise errors.InternalError(
             None,

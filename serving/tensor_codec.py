@@ -196,27 +196,39 @@ def _dtype_of(np_dtype: np.dtype, hint: int | None) -> int:
 
 def encode_into(proto: tensor_pb2.TensorProto, array, dtype: int | None = None) -> None:
     """Fill an empty TensorProto the way ``Tensor::AsProtoField`` does (one parse of built bytes)."""
+    proto.MergeFromString(field_bytes(array, dtype))
+
+
+def encode_content_into(proto: tensor_pb2.TensorProto, array, dtype: int | None = None) -> None:
+    """Fill an empty TensorProto the way ``Tensor::AsProtoTensorContent`` does."""
+    proto.MergeFromString(content_bytes(array, dtype))
+
+
+def field_bytes(array, dtype: int | None = None) -> bytes:
+    """The wire bytes of the TensorProto ``encode_into`` makes: a response can be assembled as
+    bytes and parsed once."""
     array = np.asarray(array)
     dtype = dtype_of(array, dtype)
     wire = _header(dtype, array.shape)
     if array.size:
         wire += _field_bytes(dtype, array.reshape(-1))
-    proto.MergeFromString(wire)
+    return wire
 
 
-def encode_content_into(proto: tensor_pb2.TensorProto, array, dtype: int | None = None) -> None:
-    """Fill an empty TensorProto the way ``Tensor::AsProtoTensorContent`` does."""
+def content_bytes(array, dtype: int | None = None) -> bytes:
+    """The wire bytes of the TensorProto ``encode_content_into`` makes."""
     array = np.asarray(array)
     dtype = dtype_of(array, dtype)
-    proto.MergeFromString(_header(dtype, array.shape))
+    wire = _header(dtype, array.shape)
     if not array.size:
-        return
+        return wire
     if dtype == dtypes.DT_STRING:
         items = [_as_bytes(v) for v in array.reshape(-1).tolist()]
         lengths = np.array([len(v) for v in items], np.uint64)
-        proto.tensor_content = _varints(lengths) + b"".join(items)
+        content = _varints(lengths) + b"".join(items)
     else:
-        proto.tensor_content = np.ascontiguousarray(array).tobytes()
+        content = np.ascontiguousarray(array).tobytes()
+    return wire + _CONTENT_KEY + varint(len(content)) + content
 
 
 def make_tensor_proto(array, dtype: int | None = None) -> tensor_pb2.TensorProto:
@@ -287,6 +299,12 @@ _DTYPE_KEY = _key(1, 0)  # TensorProto.dtype
 _SHAPE_KEY = _key(2, 2)  # TensorProto.tensor_shape
 _DIM_KEY = _key(2, 2)  # TensorShapeProto.dim
 _SIZE_KEY = _key(1, 0)  # TensorShapeProto.Dim.size
+_CONTENT_KEY = _key(4, 2)  # TensorProto.tensor_content
+
+
+def varint(value: int) -> bytes:
+    """A non-negative int as a protobuf varint (lengths, for callers assembling messages)."""
+    return _varint(value)
 
 
 def _varints(values: np.ndarray) -> bytes:

@@ -39,6 +39,12 @@ def _case(branch_index, input, *, branches, ctx):
 
 def _while(input, *, cond, body, ctx):
     values = tuple(input)
+    if ctx.cached is None:  # analysed once per node: map-shaped loops skip their bookkeeping
+        ctx.cached = ctx.functions.map_loop(cond, body) or False
+    if ctx.cached:
+        results = ctx.cached(values)
+        if results is not None:
+            return results
     while _truthy(ctx.functions.call(cond, values)[0]):
         values = ctx.functions.call(body, values)
     return values

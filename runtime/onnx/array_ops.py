@@ -31,6 +31,18 @@ def identity(node: TFNode, b: Builder) -> str:
     return b.op("Identity", [x])
 
 
+@converter("IdentityN", num_outputs=None)
+def identity_n(node: TFNode, b: Builder) -> list[str]:
+    """Each input forwarded: what an inlined function call leaves between its body and readers."""
+    return [b.op("Identity", [x]) for x in node.inputs]
+
+
+@converter("NoOp", num_outputs=None)
+def no_op(node: TFNode, b: Builder) -> list[str]:
+    """Nothing: inside a cluster a NoOp only orders members, which data edges already order."""
+    return []
+
+
 @converter("Reshape")
 def reshape(node: TFNode, b: Builder) -> str:
     x, shape = node.inputs
@@ -256,3 +268,33 @@ def unpack(node: TFNode, b: Builder) -> list[str]:
     )
     axes = b.int64s([axis], "axes")
     return [b.op("Squeeze", [p, axes], rank=rank - 1) for p in parts]
+
+
+@converter("Unique", num_outputs=2)
+def unique(node: TFNode, b: Builder) -> list[str]:
+    """ONNX ``Unique`` unsorted keeps first occurrences in order, as TF's does."""
+    if node.rank(0) != 1:
+        raise NotConvertible("Unique of a tensor not known to be 1-D")
+    x, elem = node.inputs[0], node.elem_type(0)
+    if elem not in _UNIQUE_TYPES:  # onnxruntime's Unique has no kernel for it: exact in int64
+        if elem not in _WIDENS_TO_INT64:
+            raise NotConvertible(f"Unique of ONNX type {elem}")
+        x = b.cast(x, TensorProto.INT64)
+    y, _, inverse, _ = b.op("Unique", [x], sorted=0, outputs=4, rank=1)
+    b.values[inverse].elem_type = TensorProto.INT64
+    return [b.cast(y, elem), b.cast(inverse, onnx_type(node.attr("out_idx", dtypes.DT_INT32)))]
+
+
+_UNIQUE_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64, TensorProto.INT8})
+_WIDENS_TO_INT64 = frozenset(
+    {TensorProto.INT32, TensorProto.INT16, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32}
+)
+
+
+@converter("Where")
+def where(node: TFNode, b: Builder) -> str:
+    """TF's coordinates of true (non-zero) elements, one row each: ONNX ``NonZero`` transposed."""
+    if len(node.inputs) != 1:
+        raise NotConvertible("Where with three inputs is Select")
+    coordinates = b.op("NonZero", [node.inputs[0]], rank=2, elem_type=TensorProto.INT64)
+    return b.op("Transpose", [coordinates], perm=[1, 0], rank=2)

@@ -70,7 +70,7 @@ def while_reason(node, library) -> str | None:
                     return f"{key} function: {inner.name} is a constant ONNX lacks"
                 continue
             why = partition.reason(inner)
-            if why is not None:
+            if why is not None and row_index(inner, body) is None:
                 return f"{key} function: {inner.type} {inner.name}: {why}"
     return None
 
@@ -193,19 +193,24 @@ def _role(body: FunctionBody, cond: FunctionBody, inits: list[str], b: Builder, 
         return Role("invariant")
     info = b.lists.get(inits[i])
     writer = source(body.rets[i]).op
-    if info is None or info.num_elements is None or writer.type != "TensorListSetItem":
+    if info is None or writer.type != "TensorListSetItem" or not _scannable(info):
         return Role("carried")
     readers = [op.name for op in _consumers(body, arg)]
     if not same(source(writer.inputs[0]), arg) or readers != [writer.name] or _consumers(cond, cond.args[i]):
         return Role("carried")
     index = source(writer.inputs[1])
-    if index.op.type == "Const":
+    if index.op.type == "Const" and info.num_elements is not None:
         value = tensor_util.make_ndarray(index.op.node_def.attr["value"].tensor)
         return Role("scan", writer, int(value.reshape(())))
     counter = next((k for k, a in enumerate(body.args) if same(a, index)), None)
     if counter is not None and counter_start(body, inits, b, counter) == 0:
         return Role("scan", writer, None)
     return Role("carried")
+
+
+def _scannable(info) -> bool:
+    """A list whose length is known, at plan time or (TF1's ``TensorArray(size=n)``) at run time."""
+    return info.num_elements is not None or info.length is not None
 
 
 def _convert_function(
@@ -257,6 +262,12 @@ def _hoisted(b: Builder, body: FunctionBody, inits: list[str], roles, roots) -> 
     of a small one per step (Keras' ``x_t @ kernel``)."""
     found = {}
     for op in needed(body, roots, ()):
+        index = row_index(op, body)
+        if index is not None:
+            rows = _outer(b, body, inits, roles, op.inputs[0])
+            if rows is not None and rows not in b.lists and (_rank(b, rows) or 0) >= 1:
+                found[op] = (rows, index)
+            continue
         if op.type != "MatMul" or op.attrs.get("transpose_a") or op.attrs.get("transpose_b"):
             continue
         read = source(op.inputs[0]).op
@@ -274,6 +285,23 @@ def _hoisted(b: Builder, body: FunctionBody, inits: list[str], roles, roots) -> 
             continue
         found[op] = (b.op("MatMul", [seq, weight], rank=rank), index)
     return found
+
+
+def row_index(op: Operation, body: FunctionBody) -> Tensor | None:
+    """The arg ``i`` where ``op`` is ``x[i]`` (TF1 indexing: ``StridedSlice(x, [i], [i + 1], [1])``
+    shrinking axis 0, ``x`` an arg): the ``Gather(x, i)`` ``_hoisted`` makes of it. None otherwise."""
+    if op.type != "StridedSlice" or op.attrs.get("shrink_axis_mask") != 1:
+        return None
+    if any(op.attrs.get(m) for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")):
+        return None
+    begin, strides = source(op.inputs[1]).op, source(op.inputs[3]).op
+    if begin.type != "Pack" or len(begin.inputs) != 1 or strides.type != "Const":
+        return None
+    if const_value(strides).reshape(-1).tolist() != [1]:
+        return None
+    index = source(begin.inputs[0])
+    args = [a for a in body.args if same(a, index) or same(a, source(op.inputs[0]))]
+    return index if len(args) == 2 else None
 
 
 def _outer(b: Builder, body: FunctionBody, inits: list[str], roles, tensor: Tensor) -> str | None:
@@ -323,6 +351,9 @@ def while_(node: TFNode, b: Builder) -> list[str | None]:
         graph_inputs.append(helper.make_tensor_value_info(b.fresh(hint), elem, []))
         sb.values[graph_inputs[-1].name] = Value(elem, 0)
     args = {i: inits[i] for i, r in enumerate(roles) if r.kind == "invariant"}
+    for i in args:
+        if inits[i] not in b.lists:
+            _rank(b, inits[i])  # the body's converters need invariants' ranks too (TF1's Fill zeros)
     for i in carried:
         value = b.values[dense(b, inits[i])]
         _rank(b, inits[i])  # the converters in the body need the state's rank
@@ -395,7 +426,8 @@ def scan_to_list(b: Builder, scan: str, index: int | None, info: ListInfo) -> st
         rows = b.op("Pad", [last, pads], rank=rank) if count > 1 else last
     else:  # row k written at step k: pad to the reserved length
         written = b.op("Shape", [scan], start=0, end=1, rank=1, elem_type=TensorProto.INT64)
-        missing = b.op("Max", [b.op("Sub", [b.int64s([count]), written], rank=1), b.int64s([0])], rank=1)
+        length = b.int64s([count]) if count is not None else info.length  # run-time length
+        missing = b.op("Max", [b.op("Sub", [length, written], rank=1), b.int64s([0])], rank=1)
         pads = b.op("Concat", [b.int64s([0, *zeros]), missing, b.int64s(zeros)], axis=0, rank=1)
         rows = b.op("Pad", [scan, pads], rank=rank)
     b.lists[rows] = ListInfo(info.element_shape, count, True)

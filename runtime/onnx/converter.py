@@ -128,6 +128,7 @@ class ListInfo:
     element_shape: tuple[int, ...] | None
     num_elements: int | None
     dense: bool
+    length: str | None = None  # where num_elements is known only at run time: its 1-D int64 value
 
 
 @dataclass

@@ -3,6 +3,7 @@
 Steps, each a pure function of the one before except where the Session's variables are read:
 
 1. ``inline_calls``: TF2 call nodes whose bodies only compute become their bodies;
+   ``raise_frames``: regular TF1 while loops become functional While nodes (TensorArrays as TensorLists);
    ``freeze_loop_variables``: read-only variables a While takes become constants of its body;
    ``delegate_functions``: While/If bodies that stay functions get delegated copies (a While
    that converts whole becomes one ONNX ``Loop`` in a cluster instead);
@@ -11,7 +12,9 @@ Steps, each a pure function of the one before except where the Session's variabl
 3. variables: if no op of that region can write a variable (``Assign*``, ``Scatter*``,
    ``*Apply*``, in the graph or in a function it calls), every ``ReadVariableOp`` of a
    ``VarHandleOp`` and ``Identity`` of a ``VariableV2`` is frozen: its current value (after
-   restore and init) becomes a constant of the clusters that read it; otherwise reads stay native;
+   restore and init) becomes a constant of the clusters that read it, and row lookups into
+   variables (partitioned ``embedding_lookup`` too) become ``GatherV2`` of a constant table
+   (``gather_folding``); otherwise reads stay native;
 4. ``propose_clusters`` then ``fuse`` give a new GraphDef, imported as a new Graph over a copy
    of the function library (plus the delegated bodies), with the collections carried over by name;
    control edges that order nothing (from frozen reads, or implied by data edges) are dropped,
@@ -23,6 +26,7 @@ The report (``DelegationReport``) is returned, kept on the Session and logged.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 from collections.abc import Iterable
@@ -31,15 +35,20 @@ import numpy as np
 
 from apis.tensorflow.core.framework import graph_pb2
 from runtime.graph import Graph, Operation
+from runtime.interpreter import run_plan
+from runtime.kernels import lookup as kernel_lookup
 from runtime.onnx import cluster as cluster_lib
 from runtime.onnx import partition
 from runtime.onnx.control_flow_ops import WHILE_OPS
 from runtime.onnx.functions import delegate_functions
+from runtime.onnx.gather_folding import fold_gathers
 from runtime.onnx.inline import inline_calls
 from runtime.onnx.loop_variables import freeze_loop_variables
 from runtime.onnx.options import DelegationOptions
+from runtime.onnx.raise_frames import raise_frames
 from runtime.onnx.report import BOOKKEEPING, ClusterSummary, DelegationReport, estimate_flops
-from runtime.plan import build_plan, run_plan
+from runtime.op_def import op_signature
+from runtime.plan import build_plan
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +73,7 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     body_clusters: list[ClusterSummary] = []
     body_native: dict[str, tuple[str, str]] = {}
     graph_def, library = inline_calls(original.as_graph_def(), original.functions), original.functions
+    graph_def, library = raise_frames(graph_def, library)
     if options.freeze_variables:
         values = loop_variable_values(graph_def, library, signatures, session.resources)
         graph_def, library = freeze_loop_variables(graph_def, library, values)
@@ -74,9 +84,16 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
         (options.min_cluster_ops, options.heavy_cluster_flops),
         _body_report(body_clusters, body_native),
     )
+    fill_default_type_attrs(inlined_def)
     inlined = Graph(functions=library)
     inlined.import_graph_def(inlined_def)
     needed = served_region(inlined, signatures)
+    if options.freeze_variables and writes_variables(needed, library) is None:
+        folded_def = fold_gathers(inlined, set(needed), session.resources)
+        if folded_def is not None:  # lookups of read-only variables are GatherV2 of constants now
+            inlined = Graph(functions=library)
+            inlined.import_graph_def(folded_def)
+            needed = served_region(inlined, signatures)
     region = list(needed)
     frozen, note = {}, "variables read natively (delegation options)"
     if options.freeze_variables:
@@ -106,6 +123,23 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     session.delegation_report = report
     logger.info("%s", report.summary())
     return report
+
+
+def fill_default_type_attrs(graph_def: graph_pb2.GraphDef) -> None:
+    """Sets the type attrs TF leaves out of a NodeDef at their default (``Unique``'s ``out_idx``)
+    to that default, the kernel's keyword default, so the partitioner knows every output dtype."""
+    for node in graph_def.node:
+        definition = kernel_lookup(node.op)
+        signature = op_signature(node.op)
+        if definition is None or signature is None:
+            continue
+        for arg in signature.outputs:
+            name = arg.type_attr
+            if name is None or name in node.attr:
+                continue
+            parameter = inspect.signature(definition.fn).parameters.get(name)
+            if parameter is not None and isinstance(parameter.default, int):
+                node.attr[name].type = parameter.default
 
 
 def drop_inert_control_edges(graph_def: graph_pb2.GraphDef, frozen: dict) -> None:

@@ -42,22 +42,37 @@ def tensor_list_from_tensor(node: TFNode, b: Builder) -> str:
     return out
 
 
-@converter("TensorListReserve", const_inputs=(0, 1), lists=True)
+@converter("TensorListReserve", const_inputs=(0,), lists=True)
 def tensor_list_reserve(node: TFNode, b: Builder) -> str:
     """Zeros where the element shape is known (TF stacks unset elements as zeros); else a
-    placeholder name that only a loop's scan output can fill (see the module docstring)."""
+    placeholder name that only a loop's scan output can fill (see the module docstring). A
+    length known only at run time (TF1's ``TensorArray(size=tf.shape(x)[0])``) is such a length."""
     shape = _element_shape(node.const_required(0))
-    count = int(np.asarray(node.const_required(1)).reshape(()))
+    known = node.const(1)
+    count = None if known is None else int(np.asarray(known).reshape(()))
     elem = onnx_type(node.attr("element_dtype"))
-    if count >= 0 and shape is not None and all(d >= 0 for d in shape):
-        zeros = np.zeros((count, *shape), helper.tensor_dtype_to_np_dtype(elem))
-        out = b.const(zeros, node.name)
+    if shape is not None and all(d >= 0 for d in shape) and (count is None or count >= 0):
+        if count is not None:
+            zeros = np.zeros((count, *shape), helper.tensor_dtype_to_np_dtype(elem))
+            out = b.const(zeros, node.name)
+        else:
+            dims = b.op("Concat", [_length(node, b), b.int64s(list(shape))], axis=0, rank=1)
+            zero = helper.make_tensor("zero", elem, [1], [0])
+            out = b.op("ConstantOfShape", [dims], value=zero, rank=len(shape) + 1, elem_type=elem)
         b.lists[out] = ListInfo(shape, count, True)
         return out
     out = b.fresh(node.name)
     b.values[out] = Value(elem, None if shape is None else len(shape) + 1)
-    b.lists[out] = ListInfo(shape, count if count >= 0 else None, False)
+    if count is None:
+        b.lists[out] = ListInfo(shape, None, False, _length(node, b))
+    else:
+        b.lists[out] = ListInfo(shape, count if count >= 0 else None, False)
     return out
+
+
+def _length(node: TFNode, b: Builder) -> str:
+    """The reserved length as a 1-D int64 value (what ``Pad`` and ``ConstantOfShape`` take)."""
+    return b.op("Reshape", [b.cast(node.inputs[1], TensorProto.INT64), b.int64s([1])], rank=1)
 
 
 @converter("TensorListGetItem", lists=True)
@@ -83,6 +98,14 @@ def tensor_list_set_item(node: TFNode, b: Builder) -> str:
 @converter("TensorListStack", lists=True)
 def tensor_list_stack(node: TFNode, b: Builder) -> str:
     return b.op("Identity", [dense(b, node.inputs[0])])
+
+
+@converter("TensorListGather", lists=True)
+def tensor_list_gather(node: TFNode, b: Builder) -> str:
+    """Rows of the dense list (TF1's ``TensorArray.stack``: all of them, in order)."""
+    items, rank = dense(b, node.inputs[0]), b.rank(node.inputs[0])
+    out_rank = None if rank is None else rank + node.rank(1) - 1
+    return b.op("Gather", [items, node.inputs[1]], axis=0, rank=out_rank)
 
 
 @converter("TensorListLength", lists=True)

@@ -252,3 +252,34 @@ def select(node: TFNode, b: Builder) -> str:
     elif cond_rank != x_rank:
         raise NotConvertible("Select with a condition of another rank")
     return b.op("Where", [cond, x, y], elem_type=node.elem_type(1))
+
+
+@converter("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN")
+def sparse_segment_reduction(node: TFNode, b: Builder) -> str:
+    """Rows ``data[indices]`` summed into ``segment_ids[-1] + 1`` segments by ``ScatterND``'s
+    add; Mean and SqrtN divide by the count (or its root), at least 1: empty segments stay 0."""
+    data, indices, segment_ids = node.inputs
+    rank = b.rank(data) if b.rank(data) is not None else b.infer_rank(data)
+    if rank is None or rank < 1:
+        raise NotConvertible("segment reduction of unknown rank")
+    if node.type != "SparseSegmentSum" and node.elem_type(0) not in FLOAT_TYPES:
+        raise NotConvertible(f"{node.type} of integers")
+    rows = b.op("Gather", [data, indices], axis=0, rank=rank)
+    ids = b.cast(segment_ids, TensorProto.INT64)
+    last = b.op("Gather", [ids, b.int64s([-1], "last")], axis=0, rank=1)
+    count = b.op("Add", [last, b.int64s([1], "one")], rank=1)
+    inner = b.op("Slice", [b.op("Shape", [data], rank=1), b.int64s([1]), b.int64s([rank])], rank=1)
+    shape = b.op("Concat", [count, inner], axis=0, rank=1)
+    zero = b.const(np.zeros((), _np(node)), "zero")
+    positions = b.op("Unsqueeze", [ids, b.int64s([1], "axes")], rank=2)
+    summed = b.op("ScatterND", [b.op("Expand", [zero, shape], rank=rank), positions, rows], reduction="add")
+    if node.type == "SparseSegmentSum":
+        return summed
+    ones = b.op("Expand", [b.const(np.ones((), _np(node)), "one"), b.op("Shape", [ids], rank=1)])
+    counts = b.op("ScatterND", [b.op("Expand", [zero, count], rank=1), positions, ones], reduction="add")
+    counts = b.op("Max", [counts, b.const(np.ones((), _np(node)), "one")], rank=1)
+    if node.type == "SparseSegmentSqrtN":
+        counts = b.op("Sqrt", [counts], rank=1)
+    if rank > 1:
+        counts = b.op("Unsqueeze", [counts, b.int64s(list(range(1, rank)), "axes")], rank=rank)
+    return b.op("Div", [summed, counts], rank=rank)

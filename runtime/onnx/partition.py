@@ -10,7 +10,9 @@
   gets its own copy of those it reads. Nodes of TF1 control flow (reachable from a ``Switch`` or
   ``Enter``) and nodes in cycles stay native. A cluster too small to pay for an onnxruntime call
   (only data movement, or fewer ops than ``min_cluster_ops`` and no big matmul/conv nor loop)
-  stays native. With signature groups, a cluster never mixes ops of different signature sets.
+  stays native -- unless it holds all a signature computes: that signature's run is then one
+  onnxruntime call (``Plan.direct``), cheaper than any interpreter loop. With signature groups,
+  a cluster never mixes ops of different signature sets.
 - ``fuse(graph, clusters, frozen, region)`` returns a NEW GraphDef: each cluster becomes one
   ``_OrtCluster`` node carrying a self-contained GraphDef of its ops (``Placeholder`` inputs,
   ``Const`` copies, frozen variables as ``Const``, the library functions they call), and each
@@ -42,7 +44,7 @@ DATA_MOVEMENT = frozenset(
         "Identity", "StopGradient", "PreventGradient", "Snapshot", "Reshape", "Squeeze", "ExpandDims",
         "Shape", "Size", "StridedSlice", "Slice", "Pack", "ConcatV2", "Transpose", "Cast", "Fill",
         "ZerosLike", "OnesLike", "GatherV2", "Tile", "BroadcastTo", "Split", "Pad", "PadV2", "Range",
-        "Unpack", "ReverseV2",
+        "Unpack", "ReverseV2", "IdentityN", "NoOp",
     }
 )  # fmt: skip
 _CONTROL_FLOW_SOURCES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
@@ -225,16 +227,55 @@ def _propose(graph: Graph, frozen, within, min_cluster_ops: int, heavy_flops: fl
             keys[next_id] = key
             cluster_of[op.name] = next_id
             next_id += 1
+    whole = set()
+    for parts in _signature_parts(graph, order, within, sources, cluster_of).values():
+        if len(parts) > 1 and -1 not in parts and len({keys[c] for c in parts}) == 1:
+            merged = set().union(*(members[c] for c in parts))  # independent parts: one call
+            if not _cycle(merged, preds, index):
+                for c in parts:
+                    del members[c]
+                members[min(parts)] = merged
+                parts = {min(parts)}
+        if len(parts) == 1 and -1 not in parts:
+            whole |= parts
     clusters = []
-    for names in sorted(members.values(), key=lambda s: min(index[n] for n in s)):
+    for number, names in sorted(members.items(), key=lambda item: min(index[n] for n in item[1])):
         types = [graph.get_operation_by_name(n).type for n in names]
         compute = sum(t not in DATA_MOVEMENT for t in types)
         heavy = HEAVY.intersection(types) and _flops(graph, names) >= heavy_flops
         heavy = heavy or LOOPS.intersection(types)  # a loop run natively costs steps per iteration
-        if compute and (len(types) >= min_cluster_ops or heavy):
+        if compute and (len(types) >= min_cluster_ops or heavy or number in whole):
             nodes = tuple(sorted(names, key=index.__getitem__))
             clusters.append(Cluster(f"ort_cluster_{len(clusters)}", nodes))
     return clusters
+
+
+# Ops that are fed or only forward a value: a plan runs them as no step of its own.
+_FREE = frozenset({"Placeholder", "PlaceholderWithDefault", "Identity", "IdentityN", "StopGradient"})
+
+
+def _signature_parts(graph: Graph, order, within, sources, cluster_of) -> dict[Hashable, set[int]]:
+    """Per signature (each member of a frozenset group key; the one region without groups):
+    the candidate clusters its ops are in, and -1 if one of them runs as a native step. Sources,
+    free ops and ops that feed only sources (a variable whose reads are frozen) cost no step."""
+    consumers = _consumers(graph, within)
+    parts: dict[Hashable, set[int]] = {}
+    for op in order:
+        key = None if within is None else within.get(op.name, _OUTSIDE)
+        if key is _OUTSIDE or op.name in sources or op.type in _FREE:
+            continue
+        if op.name in cluster_of:
+            part = cluster_of[op.name]
+        elif all(c in sources for c, _ in consumers.get(op.name, [("", 0)])):
+            continue
+        else:
+            part = -1
+        for signature in key if isinstance(key, frozenset) else (key,):
+            parts.setdefault(signature, set()).add(part)
+    return parts
+
+
+_OUTSIDE = object()
 
 
 def _flops(graph: Graph, names) -> float:
@@ -362,6 +403,9 @@ def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
         fused.attr["_output_shapes"].list.shape.add(unknown_rank=True)
     slot = {t: i for i, t in enumerate(outputs)}
     for name, needed in identities.items():
+        if not needed:  # no outputs (a NoOp) but waited for: it now waits for the cluster
+            identities[name] = node_def_pb2.NodeDef(name=name, op="NoOp", input=[f"^{cluster.name}"])
+            continue
         node = node_def_pb2.NodeDef(name=name, op="IdentityN")
         node.input.extend(_slot_name(cluster.name, slot[f"{name}:{k}"]) for k in range(needed))
         node.attr["T"].list.type.extend(_dtype(graph, f"{name}:{k}") for k in range(needed))
@@ -397,7 +441,8 @@ def _escaping(graph: Graph, cluster: Cluster, members: set[str], consumers):
         outside = [(c, i) for c, i in served.get(name, ()) if c not in members]
         if served.get(name) and not outside:
             continue  # read only inside the cluster
-        identities[name] = max([i for c, i in everywhere.get(name, ()) if c not in members] + [0]) + 1
+        read = max([i for c, i in everywhere.get(name, ()) if c not in members] + [0]) + 1
+        identities[name] = min(read, graph.get_operation_by_name(name).num_outputs)
     # A member kept as it is (not exposed) must still find every output it reads: one that reads
     # past what an exposed member's IdentityN gives is exposed too (it is then an IdentityN itself).
     changed = True

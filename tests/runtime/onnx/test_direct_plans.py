@@ -1,0 +1,164 @@
+"""A plan that is one step from the feeds to the fetches runs as one call (``Plan.direct``), and a
+plan of quiet kernels (onnxruntime clusters) runs without ``np.errstate``; both give what the
+slot-by-slot interpreter gives, errors and edge cases included."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loader import load_saved_model
+from runtime import Session, dtypes, errors
+from runtime.interpreter import run_plan
+from tests.runtime.onnx.test_partition import F, const, delegated_session, graph, node
+
+REPO = Path(__file__).resolve().parents[3]
+ORACLE = REPO / ".oracle" / "cache"
+# Converters only whole graphs use (test_converters.py counts them as checked here).
+WHOLE_GRAPH_CHECKED = frozenset({"NoOp"})
+
+
+def _plan(session: Session, fetches: list[str], feeds: list[str]):
+    g = session.graph
+    return session.plan(
+        [g.get_tensor_by_name(n) for n in feeds], [g.get_tensor_by_name(n) for n in fetches], []
+    )
+
+
+def _two_outputs():
+    return graph(
+        node("x", "Placeholder", dtype=F),
+        node("y", "Placeholder", dtype=F),
+        const("two", 2.0),
+        node("m", "Mul", "x", "two", T=F),
+        node("a", "AddV2", "m", "y", T=F),
+        node("s", "Sum", "a", "axes", T=F),
+        node("axes", "Const", dtype=dtypes.DT_INT32, value=np.int32([0, 1])),
+        node("e", "Exp", "a", T=F),
+    )
+
+
+def test_a_delegated_model_is_one_quiet_direct_call_and_matches_native():
+    path = str(REPO / "models" / "keras_mlp" / "1")
+    delegated = load_saved_model(path, ["serve"], delegation=True)
+    native = load_saved_model(path, ["serve"])
+    try:
+        signature = delegated.signature_defs["serving_default"]
+        fetches = [info.name for info in signature.outputs.values()]
+        feeds = [info.name for info in signature.inputs.values()]
+        run = delegated.session.make_callable(fetches, feeds)
+        reference = native.session.make_callable(fetches, feeds)
+        rng = np.random.default_rng(0)
+        batches = [rng.normal(size=(n, 4)).astype(np.float32) for n in (1, 3, 1)]
+        batches.append(np.asfortranarray(rng.normal(size=(5, 4)).astype(np.float32)))  # not C order
+        batches.append(rng.normal(size=(6, 8)).astype(np.float32)[:, ::2])  # strided
+        for x in batches:
+            np.testing.assert_allclose(run(x)[0], reference(x)[0], rtol=1e-5, atol=1e-6)
+        empty = run(np.zeros((0, 4), np.float32))[0]  # empty batches run natively
+        assert empty.shape == (0, 3)
+        plan = _plan(delegated.session, fetches, feeds)
+        assert plan.direct is not None and plan.quiet
+        assert not _plan(native.session, fetches, feeds).quiet
+    finally:
+        delegated.close()
+        native.close()
+
+
+def test_direct_picks_fetches_in_order_repeats_them_and_makes_0d_results_scalars():
+    session = delegated_session(_two_outputs())
+    x, y = np.float32([[1, 2], [3, 4]]), np.float32([[0.5, 0.5], [0.5, 0.5]])
+    fetches = ["s:0", "e:0", "s:0"]
+    got = session.run(fetches, {"y:0": y, "x:0": x})
+    a = 2 * x + y
+    assert isinstance(got[0], np.float32) and got[0] == got[2] == np.float32(a.sum())
+    np.testing.assert_allclose(got[1], np.exp(a), rtol=1e-6)
+    plan = _plan(session, fetches, ["y:0", "x:0"])
+    assert plan.direct is not None and plan.quiet
+    # The slot-by-slot interpreter on the same plan gives the same values.
+    slow = run_plan(plan, [y, x])
+    assert slow[0] == got[0] and np.array_equal(slow[1], got[1])
+
+
+def test_plans_that_are_not_one_step_from_feeds_to_fetches_are_not_direct():
+    session = delegated_session(_two_outputs())
+    x = np.float32([[1, 2]])
+    # A fetched feed, and a fetch of a tensor the cluster does not make (the fed placeholder).
+    assert _plan(session, ["x:0", "e:0"], ["x:0", "y:0"]).direct is None
+    assert session.run(["x:0", "e:0"], {"x:0": x, "y:0": x})[0] is x
+    # Not every input fed: the placeholder runs as its own step and fails as TF does.
+    with pytest.raises(errors.InvalidArgumentError, match="must feed a value for placeholder"):
+        session.run("e:0", {"x:0": x})
+
+
+def test_native_single_step_plan_is_direct_not_quiet_and_names_the_failing_node():
+    g = graph(
+        node("x", "Placeholder", dtype=F),
+        node("w", "Placeholder", dtype=F),
+        node("mm", "MatMul", "x", "w", T=F),
+        node("d", "RealDiv", "x", "w", T=F),
+    )
+    with Session(graph=g) as session:
+        plan = _plan(session, ["mm:0"], ["x:0", "w:0"])
+        assert plan.direct is not None and not plan.quiet
+        with pytest.raises(errors.InvalidArgumentError, match=r"\{\{node mm\}\}"):
+            session.run("mm:0", {"x:0": np.ones((2, 3), np.float32), "w:0": np.ones((2, 3), np.float32)})
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a native division by zero warns nothing, as in TF
+            got = session.run("d:0", {"x:0": np.float32([1, 0]), "w:0": np.float32([0, 0])})
+        assert np.isinf(got[0]) and np.isnan(got[1])
+
+
+def test_a_quiet_plan_silences_numpy_in_its_native_validation_and_fallback():
+    g = graph(
+        node("x", "Placeholder", dtype=F),
+        node("w", "Placeholder", dtype=F),
+        node("d", "RealDiv", "x", "w", T=F),
+        node("l", "Log", "d", T=F),
+    )
+    session = delegated_session(g)
+    plan = _plan(session, ["l:0"], ["x:0", "w:0"])
+    assert plan.quiet and plan.direct is not None
+    x, w = np.float32([1, -1, 0]), np.float32([0, 1, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first = session.run("l:0", {"x:0": x, "w:0": w})  # compiles, validates against numpy
+        empty = session.run("l:0", {"x:0": x[:0], "w:0": w[:0]})  # runs natively
+    assert np.isposinf(first[0]) and np.isnan(first[1]) and np.isnan(first[2])
+    assert empty.shape == (0,)
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["loader_tf2_module", "loader_partitioned_sharded", "loader_many_variables", "tf1_multi_metagraph"],
+)
+def test_a_small_model_that_converts_whole_is_one_cluster_and_matches_native(model):
+    """Below ``min_cluster_ops``, a cluster holding the whole computation is still delegated:
+    its run is one onnxruntime call. TF2's inlined calls leave NoOps and IdentityNs in it."""
+    path = str(ORACLE / model / "saved_model")
+    delegated = load_saved_model(path, ["serve"], delegation=True)
+    native = load_saved_model(path, ["serve"])
+    try:
+        report = delegated.session.delegation_report
+        assert len(report.clusters) == 1 and not report.native, report.summary()
+        for name, signature in delegated.signature_defs.items():
+            if not signature.inputs or name.startswith("__"):
+                continue
+            feeds = [info.name for info in signature.inputs.values()]
+            fetches = [info.name for info in signature.outputs.values()]
+            values = [_example(native.session.graph.get_tensor_by_name(n)) for n in feeds]
+            ours = delegated.session.make_callable(fetches, feeds)(*values)
+            reference = native.session.make_callable(fetches, feeds)(*values)
+            for a, b in zip(ours, reference, strict=True):  # float sums: onnxruntime's order
+                np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+            assert _plan(delegated.session, fetches, feeds).direct is not None
+    finally:
+        delegated.close()
+        native.close()
+
+
+def _example(tensor) -> np.ndarray:
+    shape = [d if d is not None and d >= 0 else 2 for d in (tensor.shape or [])]
+    return np.random.default_rng(1).normal(size=shape).astype(dtypes.as_numpy_dtype(tensor.dtype))

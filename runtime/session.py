@@ -133,8 +133,10 @@ class Session:
             plan = self._plans.get(key)
             if plan is None or self._plans_version != self._graph.version:
                 plan = self._plan(key)
-            if plan.quiet and plan.direct is not None and options is None and self._default_timeout_ms <= 0:
-                return mapper.build(plan.direct(values))  # a fully delegated model: one call
+            if plan.quiet and plan.direct is not None and (run_metadata is None or options is None):
+                # A fully delegated model: one call. A timeout has nothing to interrupt (run_plan
+                # checks it between steps) and the call reads no run state; no trace is asked.
+                return mapper.build(plan.direct(values))
             return mapper.build(self._run_plan(plan, values, options, run_metadata))
 
         return callable_

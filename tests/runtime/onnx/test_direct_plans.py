@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from apis.tensorflow.core.protobuf import config_pb2
 from loader import load_saved_model
 from runtime import Session, dtypes, errors
 from runtime.interpreter import run_plan
@@ -162,3 +163,17 @@ def test_a_small_model_that_converts_whole_is_one_cluster_and_matches_native(mod
 def _example(tensor) -> np.ndarray:
     shape = [d if d is not None and d >= 0 else 2 for d in (tensor.shape or [])]
     return np.random.default_rng(1).normal(size=shape).astype(dtypes.as_numpy_dtype(tensor.dtype))
+
+
+def test_a_direct_plan_serves_runs_with_a_timeout_and_traces_when_asked():
+    session = delegated_session(_two_outputs())
+    x = np.float32([[1, 2]])
+    run = session.make_callable(["e:0"], ["x:0", "y:0"], accept_options=True)
+    want = np.exp(2 * x + x)
+    timed = config_pb2.RunOptions(timeout_in_ms=60_000)  # a served request's deadline
+    np.testing.assert_allclose(run(x, x, options=timed)[0], want, rtol=1e-6)
+    traced = config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE)
+    metadata = config_pb2.RunMetadata()
+    np.testing.assert_allclose(run(x, x, options=traced, run_metadata=metadata)[0], want, rtol=1e-6)
+    nodes = [n.node_name for d in metadata.step_stats.dev_stats for n in d.node_stats]
+    assert nodes == ["ort_cluster_0"]

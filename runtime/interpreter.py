@@ -58,7 +58,10 @@ def direct_call(steps: tuple, feed_slots, fetch_slots, fetch_fed) -> Callable | 
         except Exception as exc:  # noqa: BLE001 - as in run_plan
             raise node_error(exc, op) from exc
         values = [result[i] for i in picks] if multi else [result] * len(picks)
-        return [fetched(value, False, index) for index, value in enumerate(values)]
+        for index, value in enumerate(values):
+            if type(value) is not np.ndarray or not value.ndim:
+                values[index] = fetched(value, False, index)
+        return values
 
     return direct
 

@@ -96,7 +96,7 @@ class ClusterRunner:
         except Exception as exc:  # noqa: BLE001 - e.g. a batch onnxruntime rejects
             logger.warning("onnxruntime cluster %s failed on this run, ran natively: %s", self.name, exc)
             return self._result(self._run_native(inputs))
-        return outputs[0] if self._single else tuple(outputs)
+        return outputs[0] if self._single else outputs
 
     def _run_one(self, x):
         """``__call__`` for one input, unrolled (a small model's whole run is ~5 us), trying
@@ -114,7 +114,7 @@ class ClusterRunner:
         except Exception as exc:  # noqa: BLE001 - e.g. a batch onnxruntime rejects
             logger.warning("onnxruntime cluster %s failed on this run, ran natively: %s", self.name, exc)
             return self._result(self._run_native([x]))
-        return outputs[0] if self._single else tuple(outputs)
+        return outputs[0] if self._single else outputs
 
     def _call_slow(self, inputs):
         """A first run of a signature (compile and validate), a native run, or inputs that are

@@ -15,7 +15,7 @@ from apis.tensorflow.core.protobuf import meta_graph_pb2
 from apis.tensorflow_serving.apis import predict_pb2
 from runtime import errors
 from serving import tensor_codec
-from serving.predict import predict
+from serving.predict import predict, run_predict
 from serving.servable import Servable
 
 FLOAT, STRING = types_pb2.DT_FLOAT, types_pb2.DT_STRING
@@ -355,3 +355,35 @@ def test_output_filter_errors_come_before_the_sessions_dtype_check():
     req = request(x=np.int32([1]))
     req.output_filter.append("nope")
     assert call_error(core, req).message.startswith("output tensor alias not found in signature: nope")
+
+
+@pytest.mark.parametrize("as_tensor_content", [False, True])
+def test_the_common_request_fast_path_answers_what_the_checked_path_does(as_tensor_content):
+    """A plain request (every input, of its dtype, no output_filter) gets its response assembled
+    as bytes; it must equal the field-by-field one a filtered request builds, for every dtype."""
+    values = {
+        "f": np.float32([[1.5, -2.0], [0.25, 8.0]]),
+        "i": np.int32(-7),
+        "s": np.array([b"a", b"", b"\xff\x00z"], dtype=object),
+        "b": np.array([True, False]),
+        "h": np.float16([0.5, 65504.0]),
+        "q": np.int64([-(2**40), 3]),
+        "u": np.uint8([0, 255]),
+        "e": np.zeros((0, 3), np.float32),
+    }
+    kinds = {"f": FLOAT, "i": types_pb2.DT_INT32, "s": STRING, "b": types_pb2.DT_BOOL}
+    kinds |= {"h": types_pb2.DT_HALF, "q": types_pb2.DT_INT64, "u": types_pb2.DT_UINT8, "e": FLOAT}
+    session = NumpySession({f"{k}:0": (lambda f, v=v: v) for k, v in values.items()})
+    sig = signature({"x": tensor_info("x:0")}, {k: tensor_info(f"{k}:0", kinds[k]) for k in values})
+    mgd = meta_graph_pb2.MetaGraphDef()
+    mgd.signature_def["serving_default"].CopyFrom(sig)
+    bundle = SimpleNamespace(session=session, meta_graph_def=mgd, signature_defs=mgd.signature_def)
+    servable = Servable("many", 4, bundle)
+    plain = request(model="many", x=np.float32([1.0]))
+    filtered = request(model="many", x=np.float32([1.0]))
+    filtered.output_filter.extend(sorted(values))
+    fast = run_predict(servable, plain, as_tensor_content=as_tensor_content)
+    checked = run_predict(servable, filtered, as_tensor_content=as_tensor_content)
+    assert fast == checked
+    assert fast.model_spec.version.value == 4 and fast.model_spec.signature_name == "serving_default"
+    assert tensor_codec.decode(fast.outputs["s"]).tolist() == [b"a", b"", b"\xff\x00z"]

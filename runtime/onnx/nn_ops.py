@@ -8,10 +8,10 @@ consecutive ops. ``padding="SAME"`` is ONNX's ``SAME_UPPER`` (extra padding at t
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper
+from onnx import TensorProto, helper
 
 from runtime import dtypes
-from runtime.onnx.converter import FLOAT_TYPES, Builder, NotConvertible, TFNode, converter
+from runtime.onnx.converter import FLOAT_TYPES, Builder, NotConvertible, TFNode, Value, converter, onnx_type
 
 FLOATS = tuple(FLOAT_TYPES)
 _TO_NCHW = [0, 3, 1, 2]
@@ -171,3 +171,25 @@ def fused_batch_norm(node: TFNode, b: Builder) -> list[str | None]:
         factor, shift = (b.op("Reshape", [v, shape], rank=3) for v in (factor, shift))
     y = b.op("Add", [b.op("Mul", [x, factor]), shift])
     return [y, None, None, None, None, None]
+
+
+def _top_k_reason(op) -> str | None:
+    return None if op.attrs.get("sorted", True) else "sorted=False (TF's order is unspecified)"
+
+
+@converter(
+    "TopKV2",
+    num_outputs=None,
+    const_inputs=(1,),
+    dtypes=(*FLOATS, dtypes.DT_INT32, dtypes.DT_INT64),
+    check=_top_k_reason,
+)
+def top_k_v2(node: TFNode, b: Builder) -> list[str]:
+    """ONNX TopK over the last axis: same order, ties to the lower index as in TF."""
+    k = int(np.asarray(node.const_required(1)).reshape(()))
+    rank = b.rank(node.inputs[0])
+    values, indices = b.op(
+        "TopK", [node.inputs[0], b.int64s([k])], axis=-1, largest=1, sorted=1, outputs=2, rank=rank
+    )
+    b.values[indices] = Value(TensorProto.INT64, rank)
+    return [values, b.cast(indices, onnx_type(node.attr("index_type", dtypes.DT_INT32)))]

@@ -158,6 +158,8 @@ def _graph(op_type: str, inputs: list[np.ndarray], attrs: dict):
             "out_type",
             "output_type",
             "out_idx",
+            "index_type",
+            "Tk",
         ):
             node.attr[key].type = value
         elif isinstance(value, int):
@@ -221,6 +223,17 @@ EXTRA_CASES = [
         {"T": dtypes.DT_INT32},
     ),
     ("Unique", [np.int64([5, -1, 5, 7, -1])], {"T": dtypes.DT_INT64, "out_idx": dtypes.DT_INT64}),
+    # Ties (the 2s, the 0.5s) go to the lower index, as in TF.
+    (
+        "TopKV2",
+        [np.float32([[0.5, 2, 2, -1], [0.5, 0.5, 3, 0.5]]), np.int32(3)],
+        {"T": F32, "Tk": dtypes.DT_INT32, "index_type": dtypes.DT_INT32},
+    ),
+    (
+        "TopKV2",
+        [np.int64([4, 9, 9, 1, 9]), np.int32(2)],
+        {"T": dtypes.DT_INT64, "Tk": dtypes.DT_INT32, "index_type": dtypes.DT_INT32},
+    ),
 ]
 
 

@@ -340,19 +340,17 @@ def _equality(x, y, incompatible_shape_error, fn, mismatch):
         except ValueError:
             return out(mismatch, np.bool_)
     broadcast(x, y)
-    if x.dtype == object or y.dtype == object:
-        return out(np.frompyfunc(fn, 2, 1)(x, y), np.bool_)
-    return out(fn(x, y), np.bool_)
+    return out(fn(x, y), np.bool_)  # strings: numpy's object loop compares element by element
 
 
 @kernel("Equal")
 def equal(x, y, *, incompatible_shape_error=True):
-    return _equality(x, y, incompatible_shape_error, lambda a, b: a == b, False)
+    return _equality(x, y, incompatible_shape_error, np.equal, False)
 
 
 @kernel("NotEqual")
 def not_equal(x, y, *, incompatible_shape_error=True):
-    return _equality(x, y, incompatible_shape_error, lambda a, b: a != b, True)
+    return _equality(x, y, incompatible_shape_error, np.not_equal, True)
 
 
 @kernel("ApproximateEqual")

@@ -106,6 +106,31 @@ def _rows_in_order_none_empty(rows: np.ndarray, rows_total: int) -> bool:
     return bool(steps.min() >= 0) and bool(steps.max() <= 1)
 
 
+def _rows_sorted_in_range(rows: np.ndarray, rows_total: int) -> bool:
+    """Whether ``rows`` is non-decreasing within [0, rows_total) (what ParseExample and
+    SparseReshape give): then no entry moves past another, only fills go in between."""
+    if rows.size == 0 or rows.size <= SMALL:
+        listed = rows.tolist()
+        return bool(listed) and listed[0] >= 0 and listed[-1] < rows_total and listed == sorted(listed)
+    return bool(rows[0] >= 0) and bool(rows[-1] < rows_total) and not np.any(rows[1:] < rows[:-1])
+
+
+def _fill_sorted(indices, values, rows, rows_total: int, default_value) -> tuple:
+    """SparseFillEmptyRows of row-sorted entries: an entry moves down by the empty rows before
+    its row; the fill of empty row r goes where r would be inserted, after earlier fills."""
+    empty = np.bincount(rows, minlength=rows_total) == 0
+    empty_rows = np.flatnonzero(empty)
+    reverse = np.arange(len(rows), dtype=np.int64) + np.cumsum(empty)[rows]
+    fills = np.searchsorted(rows, empty_rows) + np.arange(len(empty_rows))
+    out_indices = np.zeros((len(rows) + len(empty_rows), indices.shape[1]), np.int64)
+    out_values = np.empty(len(out_indices), dtype=values.dtype)
+    out_indices[reverse] = indices
+    out_values[reverse] = values
+    out_indices[fills, 0] = empty_rows
+    out_values[fills] = np.asarray(default_value).reshape(-1)[0]
+    return out_indices, out_values, empty, reverse
+
+
 @kernel("SparseFillEmptyRows")
 def sparse_fill_empty_rows(indices, values, dense_shape, default_value):
     """Every empty row gets one entry (row, 0, ...) = default; rows come out in order, entries of
@@ -127,6 +152,8 @@ def sparse_fill_empty_rows(indices, values, dense_shape, default_value):
     rows = indices[:, 0]
     if _rows_in_order_none_empty(rows, rows_total):  # nothing to fill, nothing moves
         return indices, values, np.zeros(rows_total, np.bool_), np.arange(len(rows), dtype=np.int64)
+    if _rows_sorted_in_range(rows, rows_total):
+        return _fill_sorted(indices, values, rows, rows_total, default_value)
     if not in_range(rows, rows_total):
         i = int(np.flatnonzero((rows < 0) | (rows >= rows_total))[0])
         row = int(rows[i])

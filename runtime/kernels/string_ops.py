@@ -389,6 +389,13 @@ def decode_base64(input):
 # --------------------------------------------------------------------------------- n-grams
 
 
+def _flat_windows(tokens: list, sep: bytes, width: int) -> list:
+    """Entry k: ``tokens[k : k + width]`` joined by ``sep`` (windows crossing rows are never read)."""
+    if width == 1:
+        return tokens
+    return list(map(sep.join, zip(*[tokens[k:] for k in range(width)])))
+
+
 @kernel("StringNGrams")
 def string_ngrams(
     data, data_splits, *, separator, ngram_widths, left_pad, right_pad, pad_width, preserve_short_sequences
@@ -421,13 +428,16 @@ def string_ngrams(
         padded = [left] * pad + row + [right] * pad if pad else row
         return [sep.join(padded[k : k + width]) for k in range(len(padded) - width + 1)]
 
+    # Unpadded, a row's n-grams are a slice of the whole batch's: joined once, not row by row.
+    joined = {w: _flat_windows(tokens, sep, w) for w in ngram_widths if not padding(w)}
     values: list[bytes] = []
     out_splits = [0]
     for start, stop in zip(splits[:-1].tolist(), splits[1:].tolist()):
         row = tokens[start:stop]
         produced = len(values)
         for width in ngram_widths:
-            values += windows(row, width)
+            flat = joined.get(width)
+            values += windows(row, width) if flat is None else flat[start : max(start, stop - width + 1)]
         if preserve_short_sequences and len(values) == produced and row:
             values += ngrams(row, len(row) + 2 * pad_width, 1)
         out_splits.append(len(values))

@@ -39,6 +39,7 @@ from runtime.interpreter import run_plan
 from runtime.kernels import lookup as kernel_lookup
 from runtime.onnx import cluster as cluster_lib
 from runtime.onnx import partition
+from runtime.onnx.constant_folding import fold_constants
 from runtime.onnx.control_flow_ops import WHILE_OPS
 from runtime.onnx.functions import delegate_functions
 from runtime.onnx.gather_folding import fold_gathers
@@ -94,6 +95,13 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
             inlined = Graph(functions=library)
             inlined.import_graph_def(folded_def)
             needed = served_region(inlined, signatures)
+    folded_def = fold_constants(
+        inlined, {op.name for op in needed}, fed_producers(inlined, signatures), session.resources
+    )
+    if folded_def is not None:  # ops of constants only are constants now
+        inlined = Graph(functions=library)
+        inlined.import_graph_def(folded_def)
+        needed = served_region(inlined, signatures)
     region = list(needed)
     frozen, note = {}, "variables read natively (delegation options)"
     if options.freeze_variables:

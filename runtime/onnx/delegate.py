@@ -41,6 +41,7 @@ from runtime.onnx import cluster as cluster_lib
 from runtime.onnx import partition
 from runtime.onnx.constant_folding import fold_constants
 from runtime.onnx.control_flow_ops import WHILE_OPS
+from runtime.onnx.embedding_fusion import fuse_embedding_lookups
 from runtime.onnx.functions import delegate_functions
 from runtime.onnx.gather_folding import fold_gathers
 from runtime.onnx.inline import inline_calls
@@ -88,20 +89,7 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     fill_default_type_attrs(inlined_def)
     inlined = Graph(functions=library)
     inlined.import_graph_def(inlined_def)
-    needed = served_region(inlined, signatures)
-    if options.freeze_variables and writes_variables(needed, library) is None:
-        folded_def = fold_gathers(inlined, set(needed), session.resources)
-        if folded_def is not None:  # lookups of read-only variables are GatherV2 of constants now
-            inlined = Graph(functions=library)
-            inlined.import_graph_def(folded_def)
-            needed = served_region(inlined, signatures)
-    folded_def = fold_constants(
-        inlined, {op.name for op in needed}, fed_producers(inlined, signatures), session.resources
-    )
-    if folded_def is not None:  # ops of constants only are constants now
-        inlined = Graph(functions=library)
-        inlined.import_graph_def(folded_def)
-        needed = served_region(inlined, signatures)
+    inlined, needed = _rewritten(inlined, signatures, options, session.resources)
     region = list(needed)
     frozen, note = {}, "variables read natively (delegation options)"
     if options.freeze_variables:
@@ -131,6 +119,35 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     session.delegation_report = report
     logger.info("%s", report.summary())
     return report
+
+
+def _rewritten(inlined: Graph, signatures, options: DelegationOptions, resources) -> tuple[Graph, dict]:
+    """The graph after the delegation-time rewrites, with its served region. Each pass maps the
+    graph and its region to a new GraphDef, or None when it changes nothing: lookups of read-only
+    variables become GatherV2 of constants, ops of constants only become constants, and each
+    safe_embedding_lookup_sparse of a constant table becomes one op."""
+    library = inlined.functions
+    needed = served_region(inlined, signatures)
+    passes = []
+    if options.freeze_variables and writes_variables(needed, library) is None:
+        passes.append(lambda g, ops: fold_gathers(g, set(ops), resources))
+    passes.append(lambda g, ops: fold_constants(g, _names(ops), fed_producers(g, signatures), resources))
+    passes.append(
+        lambda g, ops: fuse_embedding_lookups(
+            g, _names(ops), fetched_tensors(signatures), fed_producers(g, signatures)
+        )
+    )
+    for rewrite in passes:
+        graph_def = rewrite(inlined, needed)
+        if graph_def is not None:
+            inlined = Graph(functions=library)
+            inlined.import_graph_def(graph_def)
+            needed = served_region(inlined, signatures)
+    return inlined, needed
+
+
+def _names(ops) -> set[str]:
+    return {op.name for op in ops}
 
 
 def fill_default_type_attrs(graph_def: graph_pb2.GraphDef) -> None:

@@ -174,6 +174,17 @@ class _Instance:
         return tuple(run_plan(self.plan, args, steps, deadline))
 
 
+class MapItems:
+    """A map loop's items: its body run up to them, its constants fed as ``consts`` (computed
+    once). Calling it runs one step; ``plan`` lets ``runtime.map_batching`` run all at once."""
+
+    def __init__(self, instance: _Instance, consts: tuple):
+        self.instance, self.plan, self.consts = instance, instance.plan, consts
+
+    def __call__(self, *args) -> tuple:
+        return self.instance(*args, *self.consts)
+
+
 class FunctionLibraryRuntime:
     """Instantiates and calls a graph's library functions for one Session."""
 
@@ -240,9 +251,21 @@ class FunctionLibraryRuntime:
         fn_body = instances[1].body
 
         def plan_items(tensors):
-            return _Instance(fn_body, build_plan(fn_body.args, tensors, [], self._resources, self))
+            return self._items_instance(fn_body, tensors)
 
         return map_loops.analyze(instances[0].body, fn_body, plan_items)
+
+    def _items_instance(self, body: FunctionBody, tensors: Sequence[Tensor]) -> MapItems:
+        """``body`` up to ``tensors`` as ``(*args) -> tuple``, its constants computed once: a map
+        loop runs the body per item, and a Const step per item costs as much as a small kernel."""
+        consts = [
+            op.outputs[0]
+            for op in body.graph.get_operations()
+            if op.type == "Const" and not op.control_inputs and op.outputs[0] not in tensors
+        ]
+        values = tuple(run_plan(build_plan([], consts, [], self._resources, self), ()))
+        instance = _Instance(body, build_plan([*body.args, *consts], tensors, [], self._resources, self))
+        return MapItems(instance, values)
 
     def call(self, func: FuncAttr, args: Sequence) -> tuple:
         """Runs the function a func-valued attr names (kernels: ``ctx.functions.call(f, args)``)."""

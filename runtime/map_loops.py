@@ -15,6 +15,9 @@ the items as its fetches, the counters fed as ``start + step``), and writes the 
 ``TensorListSetItem`` kernel afterwards, in step order: the same values and, for a failing step,
 the same error at the same step. A body holding a stateful op (whose effects could be ordered
 against the bookkeeping) is not map-shaped. The analysis happens once per While node.
+
+The body's constants are computed once, and its steps run op by op with same-shaped items batched
+(``runtime/map_batching.py``, bit-identical); where that gives up, they run step by step.
 """
 
 from __future__ import annotations
@@ -25,12 +28,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime import tensor_util
-from runtime.function import FunctionBody
+from runtime import map_batching, tensor_util
+from runtime.function import RUN_STATE, FunctionBody
 from runtime.graph import Operation, Tensor
 from runtime.kernels import lookup
 
 _ALIASES = frozenset({"Identity", "Snapshot", "StopGradient"})
+# Steps run together by ``runtime.map_batching``: their items are held at once (TF's map_fn holds
+# ``parallel_iterations``, 10 by default); more adds memory and saves little.
+STEPS_IN_FLIGHT = 32
 _PURE = frozenset({"_Arg", "_OrtCluster"})  # args; a delegated cluster (stateless numerics)
 
 
@@ -55,23 +61,45 @@ class MapLoop:
         if any(v.ndim != 0 or v.dtype.kind not in "iu" for v in limits):
             return None
         steps = max(0, min(int(limit) - int(starts[c]) for (c, _), limit in zip(self.bounds, limits)))
-        current = list(values)
-        written: list[tuple] = []
-        for step in range(steps):
-            for k in self.counters:
-                current[k] = (starts[k] + step).astype(starts[k].dtype)
-            written.append(self.items(*current))
+        # Every step's counter values at once: what ``(start + step).astype(dtype)`` gives per step.
+        counts = {k: (starts[k] + np.arange(steps)).astype(starts[k].dtype) for k in self.counters}
+        written = self._batched(values, counts, steps) if steps > 1 else None
+        if written is None:
+            current = list(values)
+            written = []
+            for step in range(steps):
+                for k in self.counters:
+                    current[k] = counts[k][step]
+                written.append(self.items(*current))
         results = list(values)
         for k in self.counters:
             results[k] = (starts[k] + steps).astype(starts[k].dtype)
         for position, (target, index, set_item) in enumerate(self.writes):
             items = results[target]
             for step, produced in enumerate(written):
-                items = set_item(
-                    items, (starts[index] + step).astype(starts[index].dtype), produced[position]
-                )
+                items = set_item(items, counts[index][step], produced[position])
             results[target] = items
         return tuple(results)
+
+    def _batched(self, values: tuple, counts: dict, steps: int) -> list[tuple] | None:
+        """Every step's items from ``runtime.map_batching``, ``STEPS_IN_FLIGHT`` steps at a time
+        (None: run step by step)."""
+        state = RUN_STATE.get()
+        if state is not None and state[1] is not None:  # a traced run reports every step's ops
+            return None
+        consts = getattr(self.items, "consts", None)
+        if consts is None:
+            return None
+        shared = [map_batching.shared(v) for v in (*values, *consts)]
+        written: list[tuple] = []
+        for start in range(0, steps, STEPS_IN_FLIGHT):
+            end = min(start + STEPS_IN_FLIGHT, steps)
+            feeds = [counts[k][start:end] if k in counts else v for k, v in enumerate(shared)]
+            chunk = map_batching.run_items(self.items.plan, feeds, end - start, state[0] if state else None)
+            if chunk is None:
+                return None
+            written += chunk
+        return written
 
 
 def _source(tensor: Tensor) -> Tensor:

@@ -19,6 +19,7 @@ deviations"):
 
 from __future__ import annotations
 
+import functools
 import io
 
 import numpy as np
@@ -57,6 +58,7 @@ def _pil():
     return Image
 
 
+@functools.cache  # a call per image: the import statement alone costs as much as the checks
 def _simplejpeg():
     import simplejpeg  # as _pil: on first use
 
@@ -64,6 +66,8 @@ def _simplejpeg():
 
 
 def _contents(contents) -> bytes:
+    if type(contents) is bytes:  # an item of a string list (map_fn's elements): already scalar
+        return contents
     array = np.asarray(contents, dtype=object)
     if array.ndim != 0:
         raise InvalidArgumentError(None, None, f"contents must be scalar, got shape {shape_str(array.shape)}")

@@ -15,6 +15,8 @@ Steps, each a pure function of the one before except where the Session's variabl
    restore and init) becomes a constant of the clusters that read it, and row lookups into
    variables (partitioned ``embedding_lookup`` too) become ``GatherV2`` of a constant table
    (``gather_folding``); otherwise reads stay native;
+   then ops of constants only become constants (``constant_folding``) and each
+   ``safe_embedding_lookup_sparse`` of a constant table becomes one op (``embedding_fusion``);
 4. ``propose_clusters`` then ``fuse`` give a new GraphDef, imported as a new Graph over a copy
    of the function library (plus the delegated bodies), with the collections carried over by name;
    control edges that order nothing (from frozen reads, or implied by data edges) are dropped,

@@ -227,17 +227,26 @@ def _propose(graph: Graph, frozen, within, min_cluster_ops: int, heavy_flops: fl
             keys[next_id] = key
             cluster_of[op.name] = next_id
             next_id += 1
-    whole = set()
+    whole, merged_into = set(), {}
+
+    def find(c: int) -> int:
+        while c in merged_into:
+            c = merged_into[c]
+        return c
+
     for parts in _signature_parts(graph, order, within, sources, cluster_of).values():
+        parts = {c if c < 0 else find(c) for c in parts}
         if len(parts) > 1 and -1 not in parts and len({keys[c] for c in parts}) == 1:
-            merged = set().union(*(members[c] for c in parts))  # independent parts: one call
-            if not _cycle(merged, preds, index):
-                for c in parts:
+            union = set().union(*(members[c] for c in parts))  # independent parts: one call
+            if not _cycle(union, preds, index):
+                target = min(parts)
+                for c in parts - {target}:
                     del members[c]
-                members[min(parts)] = merged
-                parts = {min(parts)}
+                    merged_into[c] = target
+                members[target], parts = union, {target}
         if len(parts) == 1 and -1 not in parts:
             whole |= parts
+    whole = {find(c) for c in whole}
     clusters = []
     for number, names in sorted(members.items(), key=lambda item: min(index[n] for n in item[1])):
         types = [graph.get_operation_by_name(n).type for n in names]

@@ -14,6 +14,7 @@ from apis.tensorflow.core.protobuf import config_pb2
 from loader import load_saved_model
 from runtime import Session, dtypes, errors
 from runtime.interpreter import run_plan
+from runtime.onnx import propose_clusters
 from tests.runtime.onnx.test_partition import F, const, delegated_session, graph, node
 
 REPO = Path(__file__).resolve().parents[3]
@@ -177,3 +178,21 @@ def test_a_direct_plan_serves_runs_with_a_timeout_and_traces_when_asked():
     np.testing.assert_allclose(run(x, x, options=traced, run_metadata=metadata)[0], want, rtol=1e-6)
     nodes = [n.node_name for d in metadata.step_stats.dev_stats for n in d.node_stats]
     assert nodes == ["ort_cluster_0"]
+
+
+def test_independent_parts_of_signatures_merge_into_one_whole_cluster_once():
+    """Two signatures that compute the same two independent parts: the parts merge into one
+    cluster (kept below ``min_cluster_ops``: it is all either signature computes), and the
+    second signature's identical parts do not merge again."""
+    g = graph(
+        node("x", "Placeholder", dtype=F),
+        node("w", "Placeholder", dtype=F),
+        node("n", "Neg", "x", T=F),
+        node("e", "Exp", "w", T=F),
+    )
+    both = frozenset({0, 1})
+    clusters = propose_clusters(g, within={"n": both, "e": both}, min_cluster_ops=6)
+    assert [sorted(c.nodes) for c in clusters] == [["e", "n"]]
+    apart = propose_clusters(g, within={"n": frozenset({0}), "e": frozenset({1})}, min_cluster_ops=6)
+    assert sorted(sorted(c.nodes) for c in apart) == [["e"], ["n"]]  # each its signature's whole
+    assert propose_clusters(g, min_cluster_ops=6) != []

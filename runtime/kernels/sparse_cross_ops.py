@@ -101,53 +101,69 @@ def _batch_size(shapes, dense_inputs) -> int:
 def _feature_hashes(values: np.ndarray) -> np.ndarray:
     """Each feature's hash as the cross takes it: FarmHash of a string, an integer's bits."""
     if values.dtype == object:
-        fingerprint = farmhash.fingerprint64
-        return np.array([fingerprint(v) for v in values.tolist()], dtype=np.uint64)
+        return np.fromiter(map(farmhash.fingerprint64, values.tolist()), np.uint64, values.size)
     return values.astype(np.int64).view(np.uint64)
 
 
-def _hashed_cross_lanes(indices, values, shapes, dense_inputs, num_buckets: int, hash_key: int):
-    """The hashed cross of a batch in numpy: every crossed feature of every row at once, in
-    ``itertools.product`` order (the last column varies fastest); None where the Python path
-    must decide (an empty batch, row ids outside it, no columns)."""
-    batch = _batch_size(shapes, dense_inputs)
-    if batch <= 0:
-        return None
-    columns = []  # per column: feature count per row, feature hashes grouped by row
+def _lane_columns(indices, values, dense_inputs, batch: int) -> list | None:
+    """Per column: (feature count per row, or None for one each; the features' hashes, grouped
+    by row); None if a row id is outside the batch."""
+    columns = []
     for ind, val in zip(indices, values):
         rows = np.asarray(ind, dtype=np.int64)[:, 0]
-        if not in_range(rows, batch):
+        if not in_range(rows, batch):  # before bincount, which would size its output by the largest
             return None
+        counts = np.bincount(rows, minlength=batch)
         hashes = _feature_hashes(np.asarray(val).reshape(-1))
-        if rows.size > 1 and np.any(rows[1:] < rows[:-1]):
+        if rows.size > 1 and (rows[1:] < rows[:-1]).any():
             hashes = hashes[np.argsort(rows, kind="stable")]
-        columns.append((np.bincount(rows, minlength=batch), hashes))
+        columns.append((None if rows.size == batch and counts.max(initial=0) == 1 else counts, hashes))
     for dense in dense_inputs:
         dense = np.asarray(dense)
         if dense.shape[0] != batch:
             return None
         flat = dense.reshape(batch, -1)
-        columns.append((np.full(batch, flat.shape[1], np.int64), _feature_hashes(flat.reshape(-1))))
+        width = flat.shape[1]
+        counts = None if width == 1 else np.full(batch, width, np.int64)
+        columns.append((counts, _feature_hashes(flat.reshape(-1))))
+    return columns
+
+
+def _hashed_cross_lanes(indices, values, shapes, dense_inputs, num_buckets: int, hash_key: int):
+    """The hashed cross of a batch in numpy: every crossed feature of every row at once, in
+    ``itertools.product`` order (the last column varies fastest); None where the Python path
+    must decide (an empty batch, row ids outside it, no columns).
+
+    The crosses grow column by column: each so far is repeated once per feature of its row in
+    the next column (a column of one feature per row repeats nothing), so the rows stay sorted.
+    """
+    batch = _batch_size(shapes, dense_inputs)
+    columns = _lane_columns(indices, values, dense_inputs, batch) if batch > 0 else None
     if not columns:
         return None
-    strides = []  # per column, per row: product of the later columns' counts
-    per_row = np.ones(batch, np.int64)
-    for counts, _ in reversed(columns):
-        strides.append(per_row)
-        per_row = per_row * counts
-    strides.reverse()
-    total = int(per_row.sum())
-    row_of = np.repeat(np.arange(batch, dtype=np.int64), per_row)
-    position = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(per_row) - per_row, per_row)
-    hashed = np.full(total, hash_key & 0xFFFFFFFFFFFFFFFF, np.uint64)
-    for (counts, hashes), stride in zip(columns, strides):
-        starts = np.cumsum(counts) - counts
-        chosen = starts[row_of] + (position // stride[row_of]) % counts[row_of]
-        hashed = fingerprint_cat64_many(hashed, hashes[chosen])
+    row_of, hashed = None, np.uint64(hash_key & 0xFFFFFFFFFFFFFFFF)  # row_of None: one cross per row
+    for counts, hashes in columns:
+        if counts is None:  # one feature per row: the row's feature for each cross so far
+            hashed = fingerprint_cat64_many(hashed, hashes if row_of is None else hashes[row_of])
+        elif row_of is None:  # each row's crosses so far are one: its features, in order
+            hashed = fingerprint_cat64_many(np.repeat(hashed, counts) if hashed.ndim else hashed, hashes)
+            row_of = np.repeat(np.arange(batch, dtype=np.int64), counts)
+        else:
+            repeat = counts[row_of]
+            before = np.cumsum(repeat) - repeat  # where each cross so far starts among the grown
+            first = (np.cumsum(counts) - counts)[row_of]  # its row's first feature
+            chosen = np.repeat(first - before, repeat) + np.arange(int(repeat.sum()), dtype=np.int64)
+            hashed = fingerprint_cat64_many(np.repeat(hashed, repeat), hashes[chosen])
+            row_of = np.repeat(row_of, repeat)
+    if row_of is None:
+        row_of = np.arange(batch, dtype=np.int64)
     hashed %= np.uint64(num_buckets if num_buckets > 0 else 2**63 - 1)
-    out_indices = np.stack([row_of, position], axis=1)
+    per_row = np.bincount(row_of, minlength=batch)
+    out_indices = np.empty((len(row_of), 2), np.int64)
+    out_indices[:, 0] = row_of
+    np.subtract(np.arange(len(row_of)), np.searchsorted(row_of, row_of), out=out_indices[:, 1])
     shape = np.array([batch, int(per_row.max())], dtype=np.int64)
-    return out_indices, hashed.astype(np.int64), shape
+    return out_indices, hashed.view(np.int64), shape
 
 
 # From this batch size on, the hashed cross runs in numpy lanes; below, feature by feature.

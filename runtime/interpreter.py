@@ -23,9 +23,10 @@ _monotonic = time.monotonic
 
 
 def direct_call(steps: tuple, feed_slots, fetch_slots, fetch_fed) -> Callable | None:
-    """``Plan.direct``, built with the plan: the single step called on the feeds it reads, returning its outputs in
-    fetch order as ``fetched`` makes them; None unless the plan is that one step (deadness cannot
-    arise then: no feed is dead, and the step's kernel is no TF1 control-flow op)."""
+    """``Plan.direct``, built with the plan: the single step called on the feeds it reads,
+    returning its outputs in fetch order as ``fetched`` makes them; None unless the plan is that
+    one step (deadness cannot arise then: no feed is dead, and the step's kernel is no TF1
+    control-flow op)."""
     if len(steps) != 1 or any(fetch_fed):
         return None
     step = steps[0]
@@ -43,10 +44,12 @@ def direct_call(steps: tuple, feed_slots, fetch_slots, fetch_fed) -> Callable | 
     args = tuple(feed_index[slot] for slot in step.inputs)
     picks = tuple(out_index[slot] for slot in fetch_slots)
     one = not multi and len(picks) == 1
+    first_only = args == (0,)
+    in_order = multi and picks == tuple(range(len(outs)))
 
     def direct(feed_values: Sequence) -> list:
         try:
-            result = call(feed_values[0]) if args == (0,) else call(*[feed_values[i] for i in args])
+            result = call(feed_values[0]) if first_only else call(*[feed_values[i] for i in args])
             if one:
                 if type(result) is np.ndarray and result.ndim:
                     return [result]
@@ -57,7 +60,10 @@ def direct_call(steps: tuple, feed_slots, fetch_slots, fetch_fed) -> Callable | 
             raise node_error(exc, op) from None
         except Exception as exc:  # noqa: BLE001 - as in run_plan
             raise node_error(exc, op) from exc
-        values = [result[i] for i in picks] if multi else [result] * len(picks)
+        if multi:
+            values = list(result) if in_order else [result[i] for i in picks]
+        else:
+            values = [result] * len(picks)
         for index, value in enumerate(values):
             if type(value) is not np.ndarray or not value.ndim:
                 values[index] = fetched(value, False, index)

@@ -227,14 +227,33 @@ def _propose(graph: Graph, frozen, within, min_cluster_ops: int, heavy_flops: fl
             keys[next_id] = key
             cluster_of[op.name] = next_id
             next_id += 1
-    whole, merged_into = set(), {}
+    parts = _signature_parts(graph, order, within, sources, cluster_of)
+    whole = _whole_clusters(members, keys, parts, preds, index)
+    clusters = []
+    for number, names in sorted(members.items(), key=lambda item: min(index[n] for n in item[1])):
+        types = [graph.get_operation_by_name(n).type for n in names]
+        compute = sum(t not in DATA_MOVEMENT for t in types)
+        heavy = HEAVY.intersection(types) and _flops(graph, names) >= heavy_flops
+        heavy = heavy or LOOPS.intersection(types)  # a loop run natively costs steps per iteration
+        steps = sum(t not in _FREE and t != "NoOp" for t in types)  # forwarding costs no step natively
+        if compute and (steps >= min_cluster_ops or heavy or number in whole):
+            nodes = tuple(sorted(names, key=index.__getitem__))
+            clusters.append(Cluster(f"ort_cluster_{len(clusters)}", nodes))
+    return clusters
+
+
+def _whole_clusters(members: dict, keys: dict, signature_parts: dict, preds, index) -> set[int]:
+    """The candidate clusters that are all of what some signature computes, so that it runs as
+    one onnxruntime call. First a signature's independent clusters of one key merge into one,
+    where the union stays acyclic (``members`` changes)."""
+    merged_into: dict[int, int] = {}
 
     def find(c: int) -> int:
         while c in merged_into:
             c = merged_into[c]
         return c
 
-    for parts in _signature_parts(graph, order, within, sources, cluster_of).values():
+    for parts in signature_parts.values():
         parts = {c if c < 0 else find(c) for c in parts}
         if len(parts) > 1 and -1 not in parts and len({keys[c] for c in parts}) == 1:
             union = set().union(*(members[c] for c in parts))  # independent parts: one call
@@ -243,20 +262,11 @@ def _propose(graph: Graph, frozen, within, min_cluster_ops: int, heavy_flops: fl
                 for c in parts - {target}:
                     del members[c]
                     merged_into[c] = target
-                members[target], parts = union, {target}
-        if len(parts) == 1 and -1 not in parts:
-            whole |= parts
-    whole = {find(c) for c in whole}
-    clusters = []
-    for number, names in sorted(members.items(), key=lambda item: min(index[n] for n in item[1])):
-        types = [graph.get_operation_by_name(n).type for n in names]
-        compute = sum(t not in DATA_MOVEMENT for t in types)
-        heavy = HEAVY.intersection(types) and _flops(graph, names) >= heavy_flops
-        heavy = heavy or LOOPS.intersection(types)  # a loop run natively costs steps per iteration
-        if compute and (len(types) >= min_cluster_ops or heavy or number in whole):
-            nodes = tuple(sorted(names, key=index.__getitem__))
-            clusters.append(Cluster(f"ort_cluster_{len(clusters)}", nodes))
-    return clusters
+                members[target] = union
+    final = [{c if c < 0 else find(c) for c in parts} for parts in signature_parts.values()]
+    # Kept even where another signature runs it beside native steps (half_plus_two's y = ax + b
+    # after ParseExample): there it costs about an onnxruntime call more than native.
+    return {c for parts in final if len(parts) == 1 for c in parts if c >= 0}
 
 
 # Ops that are fed or only forward a value: a plan runs them as no step of its own.

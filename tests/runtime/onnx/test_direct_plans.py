@@ -196,3 +196,20 @@ def test_independent_parts_of_signatures_merge_into_one_whole_cluster_once():
     apart = propose_clusters(g, within={"n": frozenset({0}), "e": frozenset({1})}, min_cluster_ops=6)
     assert sorted(sorted(c.nodes) for c in apart) == [["e"], ["n"]]  # each its signature's whole
     assert propose_clusters(g, min_cluster_ops=6) != []
+
+
+def test_forwarding_ops_do_not_count_toward_a_clusters_size():
+    """Identity and NoOp cost no interpreter step natively: a cluster of two sums and five
+    Identities is below min_cluster_ops=6 (a While body's, say, run once per iteration)."""
+    g = graph(
+        node("x", "Placeholder", dtype=F),
+        node("y", "Placeholder", dtype=F),
+        node("z", "Placeholder", dtype=F),
+        node("a", "AddV2", "x", "y", T=F),
+        *[node(f"i{k}", "Identity", "a" if k == 0 else f"i{k - 1}", T=F) for k in range(5)],
+        node("b", "AddV2", "i4", "z", T=F),
+        node("c", "Neg", "y", T=F),  # another native step of the same signature: nothing is whole
+        node("d", "Atan", "c", T=F),
+    )
+    assert propose_clusters(g, min_cluster_ops=6) == []
+    assert len(propose_clusters(g, min_cluster_ops=2)) == 1

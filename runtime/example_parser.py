@@ -98,6 +98,43 @@ def parse_examples(serialized: list, names: list, config: Config, scalar: bool =
 
 def parse_features(getters: list, names: list, config: Config, scalar: bool = False) -> tuple:
     """``parse_examples`` over already decoded feature maps, one ``map.get`` per example."""
+    rows = _rows_by_column(getters, config)
+    if rows is None:
+        rows = _rows_by_example(getters, names, config, scalar)
+    dense_rows, sparse_rows, ragged_rows = rows
+    dense = [_dense_output(spec, rows, names, scalar) for spec, rows in zip(config.dense, dense_rows)]
+    sparse = [_sparse_output(spec, rows, scalar) for spec, rows in zip(config.sparse, sparse_rows)]
+    ragged = [_ragged_output(spec, rows, scalar) for spec, rows in zip(config.ragged, ragged_rows)]
+    return (
+        [s[0] for s in sparse],
+        [s[1] for s in sparse],
+        [s[2] for s in sparse],
+        dense,
+        [r[0] for r in ragged],
+        [r[1] for r in ragged],
+    )
+
+
+def _rows_by_column(getters: list, config: Config) -> list | None:
+    """Each spec's list per example, read key by key in C-level passes; None unless every example
+    has every key, non-empty, of its kind (and exact length for fixed-length dense): reading a
+    Feature's list of another kind gives an empty list, so that one check is the type check too."""
+    batch = len(getters)
+    rows = [[[None] * batch for _ in specs] for specs in (config.dense, config.sparse, config.ragged)]
+    for key, family, index, read, exact in config.readers:
+        try:  # an example without the key gives None, which has no list
+            values = list(map(read, [get(key) for get in getters]))
+        except AttributeError:
+            return None
+        counts = list(map(len, values))
+        if 0 in counts or (exact is not None and counts.count(exact) != len(counts)):
+            return None
+        rows[family][index] = values
+    return rows
+
+
+def _rows_by_example(getters: list, names: list, config: Config, scalar: bool) -> list:
+    """Each spec's list (or None) per example, example by example, with TF's checks and errors."""
     batch = len(getters)
     families = (config.dense, config.sparse, config.ragged)
     rows = [[[None] * batch for _ in specs] for specs in families]
@@ -118,18 +155,7 @@ def parse_features(getters: list, names: list, config: Config, scalar: bool = Fa
                 rows[0][index][i] = _dense_values(spec, kind, feature, names, i, scalar)
             else:
                 rows[family][index][i] = _list_values(spec, kind, feature, names, i, scalar)
-    dense_rows, sparse_rows, ragged_rows = rows
-    dense = [_dense_output(spec, rows, names, scalar) for spec, rows in zip(config.dense, dense_rows)]
-    sparse = [_sparse_output(spec, rows, scalar) for spec, rows in zip(config.sparse, sparse_rows)]
-    ragged = [_ragged_output(spec, rows, scalar) for spec, rows in zip(config.ragged, ragged_rows)]
-    return (
-        [s[0] for s in sparse],
-        [s[1] for s in sparse],
-        [s[2] for s in sparse],
-        dense,
-        [r[0] for r in ragged],
-        [r[1] for r in ragged],
-    )
+    return rows
 
 
 _WORD = {dtypes.DT_FLOAT: "float", dtypes.DT_INT64: "int64", dtypes.DT_STRING: "bytes"}

@@ -41,6 +41,7 @@ from runtime.interpreter import run_plan
 from runtime.kernels import lookup as kernel_lookup
 from runtime.onnx import cluster as cluster_lib
 from runtime.onnx import partition
+from runtime.onnx.bucketized_fusion import fuse_bucketized_columns
 from runtime.onnx.constant_folding import fold_constants
 from runtime.onnx.control_flow_ops import WHILE_OPS
 from runtime.onnx.embedding_fusion import fuse_embedding_lookups
@@ -127,7 +128,8 @@ def _rewritten(inlined: Graph, signatures, options: DelegationOptions, resources
     """The graph after the delegation-time rewrites, with its served region. Each pass maps the
     graph and its region to a new GraphDef, or None when it changes nothing: lookups of read-only
     variables become GatherV2 of constants, ops of constants only become constants, and each
-    safe_embedding_lookup_sparse of a constant table becomes one op."""
+    safe_embedding_lookup_sparse of a constant table becomes one op, as does each bucketized
+    column's SparseTensor."""
     library = inlined.functions
     needed = served_region(inlined, signatures)
     passes = []
@@ -139,6 +141,7 @@ def _rewritten(inlined: Graph, signatures, options: DelegationOptions, resources
             g, _names(ops), fetched_tensors(signatures), fed_producers(g, signatures)
         )
     )
+    passes.append(lambda g, ops: fuse_bucketized_columns(g, _names(ops), fed_producers(g, signatures)))
     for rewrite in passes:
         graph_def = rewrite(inlined, needed)
         if graph_def is not None:

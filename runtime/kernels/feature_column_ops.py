@@ -1,4 +1,7 @@
-"""``_BucketizedSparseTensor``: a bucketized feature column's SparseTensor as one kernel.
+"""Feature columns' subgraphs as one kernel each: ``_BucketizedSparseTensor`` and
+``_IndicatorCounts``.
+
+``_BucketizedSparseTensor``: a bucketized feature column's SparseTensor as one kernel.
 
 When a linear model or a crossed column reads a ``bucketized_column``, TF's feature columns
 turn the ``Bucketize`` output ``x`` [B, D] into a SparseTensor with about 20 ops of shape
@@ -13,6 +16,15 @@ The result for ``x`` of batch B (its first dimension), ``source_dimension`` D an
 ``x.reshape(-1) + K * j`` in x's dtype (wrapping as TF's AddV2 does); ``dense_shape`` int64
 [B, D]. Errors are the subgraph's: x of rank 0 (the ``StridedSlice``), an x not of B*D elements
 (the ``AddV2``'s broadcast).
+
+``_IndicatorCounts``: an ``indicator_column``'s ``reduce_sum(one_hot(SparseToDense(...), depth,
+1, 0), axis=-2)``, fused by ``runtime/onnx/indicator_fusion.py``. Its inputs are SparseToDense's
+and ``depth`` an attr; the result is, for each row of the dense ids (default_value filling the
+cells no index names), how many of its ids equal each of 0..depth-1, in ``T``: ids outside
+[0, depth) count nowhere, as one_hot leaves their rows off. Counts are integers no larger than the
+row width, so summing ones in any order gives them exactly; where they might not (a float32 row
+wider than 2**24) and for a dense of rank 0 (the Sum's axis error), the kernel runs the three ops.
+SparseToDense's errors come first, from SparseToDense's own kernel.
 """
 
 from __future__ import annotations
@@ -21,10 +33,13 @@ import functools
 
 import numpy as np
 
-from runtime import errors
-from runtime.kernels.registry import kernel
+from runtime import dtypes, errors
+from runtime.kernels.registry import kernel, lookup
+from runtime.kernels.selection_ops import one_hot
+from runtime.kernels.sparse_ops import sparse_to_dense
 
 OP_TYPE = "_BucketizedSparseTensor"
+INDICATOR_OP_TYPE = "_IndicatorCounts"
 
 
 @kernel(OP_TYPE, quiet=True)
@@ -66,3 +81,34 @@ def _positions(batch: int, width: int) -> tuple[np.ndarray, np.ndarray]:
 def _frozen(array: np.ndarray) -> np.ndarray:
     array.flags.writeable = False
     return array
+
+
+@kernel(INDICATOR_OP_TYPE, quiet=True)
+def indicator_counts(
+    sparse_indices, output_shape, sparse_values, default_value, *, depth: int, T: int, validate_indices=True
+):
+    """See the module docstring: counts [*dense.shape[:-1], depth] in ``T``."""
+    dense = sparse_to_dense(
+        sparse_indices, output_shape, sparse_values, default_value, validate_indices=validate_indices
+    )
+    dtype = dtypes.as_numpy_dtype(T)
+    depth = int(depth)
+    if dense.ndim == 0 or (dtype.kind == "f" and dense.shape[-1] > 2**24):
+        hot = one_hot(dense, np.int32(depth), np.ones((), dtype), np.zeros((), dtype), axis=-1)
+        return lookup("Sum").fn(hot, np.int32(-2))
+    if dense.size * depth <= _COMPARE_LIMIT:  # small: one comparison against 0..depth-1
+        return np.add.reduce(dense[..., None] == _ids(depth), axis=-2, dtype=dtype)
+    rows = dense.reshape(-1, dense.shape[-1]).astype(np.int64, copy=False)
+    outside = rows.shape[0] * depth  # one bin past the counts for ids outside [0, depth)
+    keep = rows.view(np.uint64) < depth  # as unsigned, a negative id is above depth too
+    cells = np.where(keep, rows + (np.arange(rows.shape[0], dtype=np.int64) * depth)[:, None], outside)
+    counts = np.bincount(cells.reshape(-1), minlength=outside + 1)[:outside]
+    return counts.astype(dtype).reshape(dense.shape[:-1] + (depth,))
+
+
+_COMPARE_LIMIT = 1 << 16
+
+
+@functools.lru_cache(maxsize=64)
+def _ids(depth: int) -> np.ndarray:
+    return _frozen(np.arange(depth, dtype=np.int64))

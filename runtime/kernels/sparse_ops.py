@@ -13,6 +13,7 @@ through).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -183,7 +184,7 @@ def sparse_fill_empty_rows(indices, values, dense_shape, default_value):
 @kernel("SparseToDense")
 def sparse_to_dense(sparse_indices, output_shape, sparse_values, default_value, *, validate_indices=True):
     indices = np.asarray(sparse_indices)
-    shape = tuple(int(d) for d in np.asarray(output_shape).reshape(-1))
+    shape = tuple(np.asarray(output_shape).reshape(-1).tolist())
     values = np.asarray(sparse_values)
     if indices.ndim == 0:
         indices = indices.reshape(1, 1)
@@ -199,6 +200,8 @@ def sparse_to_dense(sparse_indices, output_shape, sparse_values, default_value, 
     out = np.full(shape, np.asarray(default_value).reshape(()), dtype=values.dtype)
     if validate_indices and count:
         _validate_sorted(indices, shape)
+        if values.ndim and count == out.size:  # sorted, unique, in bounds: every cell, in order
+            return values.reshape(shape)
     if count:
         out[tuple(indices.T)] = values
     return out
@@ -206,11 +209,28 @@ def sparse_to_dense(sparse_indices, output_shape, sparse_values, default_value, 
 
 def _validate_sorted(indices: np.ndarray, shape: tuple) -> None:
     if len(indices) > 1 and 0 < math.prod(shape) < 2**62:
-        # In bounds and strictly increasing row-major positions: sorted and unique, TF's checks pass.
-        within = bool(indices.min() >= 0) and bool((indices < np.asarray(shape, np.int64)).all())
-        strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
-        if within and bool((np.diff(indices.astype(np.int64) @ np.asarray(strides, np.int64)) > 0).all()):
-            return
+        # In bounds and strictly increasing row-major positions: sorted and unique, TF's checks
+        # pass. As unsigned, a negative index is above every bound: one comparison checks both.
+        bounds, strides = _layout(shape)
+        wide = indices.astype(np.int64, copy=False)
+        if (wide.view(np.uint64) < bounds).all():
+            positions = wide @ strides
+            if (positions[1:] > positions[:-1]).all():
+                return
+    _first_invalid(indices, shape)
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """(bounds as uint64, row-major strides as int64) of a dense shape; read-only, built once."""
+    bounds = np.asarray(shape, np.uint64)
+    strides = np.asarray([math.prod(shape[d + 1 :]) for d in range(len(shape))], np.int64)
+    bounds.flags.writeable = strides.flags.writeable = False
+    return bounds, strides
+
+
+def _first_invalid(indices: np.ndarray, shape: tuple) -> None:
+    """TF's error for the first index out of bounds, repeated or out of order, in order."""
     previous = None
     for n, index in enumerate(indices.tolist()):
         if any(i < 0 or i >= d for i, d in zip(index, shape)):

@@ -16,7 +16,8 @@ Steps, each a pure function of the one before except where the Session's variabl
    variables (partitioned ``embedding_lookup`` too) become ``GatherV2`` of a constant table
    (``gather_folding``); otherwise reads stay native;
    then ops of constants only become constants (``constant_folding``) and each
-   ``safe_embedding_lookup_sparse`` of a constant table becomes one op (``embedding_fusion``);
+   ``safe_embedding_lookup_sparse`` of a constant table becomes one op (``embedding_fusion``),
+   as do bucketized and indicator columns' plumbing (``bucketized_fusion``, ``indicator_fusion``);
 4. ``propose_clusters`` then ``fuse`` give a new GraphDef, imported as a new Graph over a copy
    of the function library (plus the delegated bodies), with the collections carried over by name;
    control edges that order nothing (from frozen reads, or implied by data edges) are dropped,
@@ -47,6 +48,7 @@ from runtime.onnx.control_flow_ops import WHILE_OPS
 from runtime.onnx.embedding_fusion import fuse_embedding_lookups
 from runtime.onnx.functions import delegate_functions
 from runtime.onnx.gather_folding import fold_gathers
+from runtime.onnx.indicator_fusion import fuse_indicator_columns
 from runtime.onnx.inline import inline_calls
 from runtime.onnx.loop_variables import freeze_loop_variables
 from runtime.onnx.options import DelegationOptions
@@ -128,8 +130,8 @@ def _rewritten(inlined: Graph, signatures, options: DelegationOptions, resources
     """The graph after the delegation-time rewrites, with its served region. Each pass maps the
     graph and its region to a new GraphDef, or None when it changes nothing: lookups of read-only
     variables become GatherV2 of constants, ops of constants only become constants, and each
-    safe_embedding_lookup_sparse of a constant table becomes one op, as does each bucketized
-    column's SparseTensor."""
+    safe_embedding_lookup_sparse of a constant table becomes one op, as do each bucketized
+    column's SparseTensor and each indicator column's SparseToDense -> one_hot -> sum."""
     library = inlined.functions
     needed = served_region(inlined, signatures)
     passes = []
@@ -142,6 +144,11 @@ def _rewritten(inlined: Graph, signatures, options: DelegationOptions, resources
         )
     )
     passes.append(lambda g, ops: fuse_bucketized_columns(g, _names(ops), fed_producers(g, signatures)))
+    passes.append(
+        lambda g, ops: fuse_indicator_columns(
+            g, _names(ops), fetched_tensors(signatures), fed_producers(g, signatures)
+        )
+    )
     for rewrite in passes:
         graph_def = rewrite(inlined, needed)
         if graph_def is not None:

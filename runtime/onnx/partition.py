@@ -53,6 +53,8 @@ LOOPS = frozenset({"While", "StatelessWhile"})
 HEAVY = frozenset(
     {"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "Conv2D", "DepthwiseConv2dNative"}
 )
+# Slow natively whatever their size (numpy has no convolution: windows are gathered first).
+CONVOLUTIONS = frozenset({"Conv2D", "DepthwiseConv2dNative"})
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,7 @@ def _propose(graph: Graph, frozen, within, min_cluster_ops: int, heavy_flops: fl
         types = [graph.get_operation_by_name(n).type for n in names]
         compute = sum(t not in DATA_MOVEMENT for t in types)
         heavy = HEAVY.intersection(types) and _flops(graph, names) >= heavy_flops
-        heavy = heavy or LOOPS.intersection(types)  # a loop run natively costs steps per iteration
+        heavy = heavy or LOOPS.intersection(types) or CONVOLUTIONS.intersection(types)  # (loops: per step)
         steps = sum(t not in _FREE and t != "NoOp" for t in types)  # forwarding costs no step natively
         if compute and (steps >= min_cluster_ops or heavy or number in whole):
             nodes = tuple(sorted(names, key=index.__getitem__))

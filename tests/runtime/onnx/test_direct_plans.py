@@ -213,3 +213,20 @@ def test_forwarding_ops_do_not_count_toward_a_clusters_size():
     )
     assert propose_clusters(g, min_cluster_ops=6) == []
     assert len(propose_clusters(g, min_cluster_ops=2)) == 1
+
+
+def test_a_small_convolution_is_still_delegated():
+    """numpy has no convolution (windows are gathered first): a conv cluster is kept whatever
+    its size, even beside native steps."""
+    conv = node("c", "Conv2D", "x", "w", T=F)
+    conv.attr["strides"].list.i.extend([1, 1, 1, 1])
+    conv.attr["padding"].s = b"SAME"
+    g = graph(
+        node("x", "Placeholder", dtype=F),
+        node("w", "Const", dtype=F, value=np.ones((1, 1, 1, 1), np.float32)),
+        conv,
+        node("r", "Relu", "c", T=F),
+        node("a", "Atan", "r", T=F),  # a native step: the signature is not one call
+    )
+    clusters = propose_clusters(g, min_cluster_ops=6, heavy_flops=1e12)
+    assert [sorted(c.nodes) for c in clusters] == [["c", "r"]]

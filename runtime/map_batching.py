@@ -12,9 +12,11 @@ as one stacked array, where the op is known to treat each item alone with the sa
 - ResizeBilinear and ResizeNearestNeighbor: the items' batches are concatenated into one batch,
   which the kernels resize image by image.
 
-Every other op runs per item. Inputs equal for every step (loop invariants, constants) stay
-shared. Items are grouped by their inputs' shapes and dtypes, so a batch of same-sized images
-takes a handful of calls per op; a batch of all-different sizes runs item by item as before.
+Every other op runs per item; a loop-invariant list's items are read without the kernel's
+per-call checks once its first read has made them (``list_ops.get_items``). Inputs equal for
+every step (loop invariants, constants) stay shared. Items are grouped by their inputs' shapes
+and dtypes, so a batch of same-sized images takes a handful of calls per op; a batch of
+all-different sizes runs item by item as before.
 Outputs are bit-identical to the step-by-step run. Where anything fails, ``run_items`` returns
 None and the loop runs step by step, so an error is the one the sequential run raises first.
 """
@@ -25,6 +27,8 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+
+from runtime.kernels import list_ops
 
 ELEMENTWISE = frozenset(
     {"Cast", "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Neg", "Abs", "Sqrt"}
@@ -165,6 +169,8 @@ def _run_step(step, inputs: list, steps: int):
         return [_Shared(r) for r in result] if step.multi else _Shared(result)
     columns = [_column(v, steps) for v in inputs]
     call = step.call
+    if step.op.type == "TensorListGetItem" and type(inputs[0]) is _Shared and type(inputs[2]) is _Shared:
+        return list_ops.get_items(call, inputs[0].value, columns[1], inputs[2].value)
     results = [call(*args) for args in zip(*columns)]
     if step.multi:
         return [[r[k] for r in results] for k in range(len(step.outputs))]
@@ -172,10 +178,17 @@ def _run_step(step, inputs: list, steps: int):
 
 
 def run_items(plan, feeds: Sequence, steps: int, deadline: float | None = None) -> list[tuple] | None:
-    """Each step's fetches of ``plan``, as ``steps`` runs of it would give them; ``feeds``: per feed
-    slot a list of its per-step values, or a ``shared(value)`` for one equal for all. None where
-    any kernel fails, the ``deadline`` (``time.monotonic()``) passes, or a step could see a dead
-    value (TF1 control flow): then run step by step."""
+    """Each step's fetches of ``plan``, as ``steps`` runs of it would give them (``run_columns``)."""
+    columns = run_columns(plan, feeds, steps, deadline)
+    return None if columns is None else list(zip(*columns))
+
+
+def run_columns(plan, feeds: Sequence, steps: int, deadline: float | None = None) -> list | None:
+    """Per fetch of ``plan``, its value at each step, as ``steps`` runs of it would give them
+    (a ``Rows`` where they are the rows of one array); ``feeds``: per feed slot a list of its
+    per-step values, or a ``shared(value)`` for one equal for all. None where any kernel fails,
+    the ``deadline`` (``time.monotonic()``) passes, or a step could see a dead value (TF1
+    control flow): then run step by step."""
     if any(step.accepts_dead or step.op is None or step.op.type in _DEADLY for step in plan.steps):
         return None
     vals: list = [None] * plan.num_slots
@@ -195,7 +208,28 @@ def run_items(plan, feeds: Sequence, steps: int, deadline: float | None = None) 
                 vals[slot] = None
     except Exception:  # noqa: BLE001 - the step-by-step run raises the error TF would
         return None
-    return list(zip(*[_column(vals[slot], steps) for slot in plan.fetch_slots]))
+    return [_fetched(vals[slot], steps) for slot in plan.fetch_slots]
+
+
+class Rows(list):
+    """Per-step values that are the rows of ``stacked``, in step order: a list writing them all
+    can hold the array itself (``list_ops.set_items``)."""
+
+    stacked: np.ndarray
+
+
+def _fetched(value, steps: int) -> list:
+    if type(value) is not _Batched or len({(a.shape[1:], a.dtype) for a in value.arrays}) != 1:
+        return list(_column(value, steps))
+    if len(value.groups) == 1:  # every step, in order
+        stacked = value.arrays[0]
+    else:
+        stacked = np.empty((steps, *value.arrays[0].shape[1:]), value.arrays[0].dtype)
+        for group, array in zip(value.groups, value.arrays):
+            stacked[list(group)] = array
+    rows = Rows(stacked)
+    rows.stacked = stacked
+    return rows
 
 
 def shared(value) -> _Shared:

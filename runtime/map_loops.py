@@ -11,10 +11,11 @@ the step's result. Where the loop has ``map_fn``'s shape that bookkeeping is kno
   in the body reads; every other loop variable is returned unchanged.
 
 ``MapLoop`` then runs, per step, only the body ops computing the items (a plan of the body with
-the items as its fetches, the counters fed as ``start + step``), and writes the items with the same
-``TensorListSetItem`` kernel afterwards, in step order: the same values and, for a failing step,
-the same error at the same step. A body holding a stateful op (whose effects could be ordered
-against the bookkeeping) is not map-shaped. The analysis happens once per While node.
+the items as its fetches, the counters fed as ``start + step``), and writes the items afterwards
+in one ``list_ops.set_items``, which checks them in step order as ``TensorListSetItem`` does: the
+same values and, for a failing step, the same error at the same step (and a list of one-shaped
+items held stacked, for ``TensorListStack``). A body holding a stateful op (whose effects could
+be ordered against the bookkeeping) is not map-shaped. The analysis happens once per While node.
 
 The body's constants are computed once, and its steps run op by op with same-shaped items batched
 (``runtime/map_batching.py``, bit-identical); where that gives up, they run step by step.
@@ -31,7 +32,7 @@ import numpy as np
 from runtime import map_batching, tensor_util
 from runtime.function import RUN_STATE, FunctionBody
 from runtime.graph import Operation, Tensor
-from runtime.kernels import lookup
+from runtime.kernels import list_ops, lookup
 
 _ALIASES = frozenset({"Identity", "Snapshot", "StopGradient"})
 # Steps run together by ``runtime.map_batching``: their items are held at once (TF's map_fn holds
@@ -46,7 +47,7 @@ class MapLoop:
 
     counters: tuple[int, ...]
     bounds: tuple[tuple[int, int], ...]  # (counter, bound) loop variable indices
-    writes: tuple[tuple[int, int, Callable], ...]  # (list, index counter, SetItem kernel)
+    writes: tuple[tuple[int, int, Callable], ...]  # (list, index counter, list_ops.set_items)
     items: Callable  # (*loop values) -> the items written this step, in ``writes`` order
 
     def __call__(self, values: tuple) -> tuple | None:
@@ -63,27 +64,25 @@ class MapLoop:
         steps = max(0, min(int(limit) - int(starts[c]) for (c, _), limit in zip(self.bounds, limits)))
         # Every step's counter values at once: what ``(start + step).astype(dtype)`` gives per step.
         counts = {k: (starts[k] + np.arange(steps)).astype(starts[k].dtype) for k in self.counters}
-        written = self._batched(values, counts, steps) if steps > 1 else None
-        if written is None:
+        columns = self._batched(values, counts, steps) if steps > 1 else None
+        if columns is None:
             current = list(values)
-            written = []
+            columns = [[] for _ in self.writes]
             for step in range(steps):
                 for k in self.counters:
                     current[k] = counts[k][step]
-                written.append(self.items(*current))
+                for column, item in zip(columns, self.items(*current)):
+                    column.append(item)
         results = list(values)
         for k in self.counters:
             results[k] = (starts[k] + steps).astype(starts[k].dtype)
-        for position, (target, index, set_item) in enumerate(self.writes):
-            items = results[target]
-            for step, produced in enumerate(written):
-                items = set_item(items, counts[index][step], produced[position])
-            results[target] = items
+        for column, (target, index, set_items) in zip(columns, self.writes):
+            results[target] = set_items(results[target], counts[index], column)
         return tuple(results)
 
-    def _batched(self, values: tuple, counts: dict, steps: int) -> list[tuple] | None:
-        """Every step's items from ``runtime.map_batching``, ``STEPS_IN_FLIGHT`` steps at a time
-        (None: run step by step)."""
+    def _batched(self, values: tuple, counts: dict, steps: int) -> list | None:
+        """Per write, every step's item from ``runtime.map_batching``, ``STEPS_IN_FLIGHT`` steps at
+        a time (None: run step by step)."""
         state = RUN_STATE.get()
         if state is not None and state[1] is not None:  # a traced run reports every step's ops
             return None
@@ -91,15 +90,15 @@ class MapLoop:
         if consts is None:
             return None
         shared = [map_batching.shared(v) for v in (*values, *consts)]
-        written: list[tuple] = []
+        columns: list | None = None
         for start in range(0, steps, STEPS_IN_FLIGHT):
             end = min(start + STEPS_IN_FLIGHT, steps)
             feeds = [counts[k][start:end] if k in counts else v for k, v in enumerate(shared)]
-            chunk = map_batching.run_items(self.items.plan, feeds, end - start, state[0] if state else None)
+            chunk = map_batching.run_columns(self.items.plan, feeds, end - start, state[0] if state else None)
             if chunk is None:
                 return None
-            written += chunk
-        return written
+            columns = chunk if columns is None else [[*a, *b] for a, b in zip(columns, chunk)]
+        return columns
 
 
 def _source(tensor: Tensor) -> Tensor:
@@ -178,7 +177,7 @@ def analyze(cond: FunctionBody, body: FunctionBody, plan_items: Callable) -> Map
         index = _arg_index(body, op.inputs[1])
         if index not in counters:
             return None
-        definition = lookup("TensorListSetItem")
-        writes.append((k, index, functools.partial(definition.fn, **definition.select_attrs(op.attrs))))
+        attrs = lookup("TensorListSetItem").select_attrs(op.attrs)
+        writes.append((k, index, functools.partial(list_ops.set_items, element_dtype=attrs["element_dtype"])))
     items = plan_items([op.inputs[2] for op in writers.values()])
     return MapLoop(tuple(counters), tuple(bounds), tuple(writes), items)

@@ -100,10 +100,19 @@ def _zeros(lst: TensorList, shape: tuple | None) -> np.ndarray:
 def _stacked(lst: TensorList, items, shape: tuple | None) -> np.ndarray:
     """Items stacked on a new axis 0; unset items are zeros of the known element shape."""
     known = _merge(lst.element_shape, shape)
+    np_dtype = dtypes.as_numpy_dtype(lst.element_dtype)
+    if type(items) is _StackedItems and items.stacked.dtype == np_dtype:
+        _merge(known, items.stacked.shape[1:])  # the error a mismatched shape raises
+        return items.stacked
+    kinds = {(item.shape, item.dtype) for item in items if item is not None}
+    if items and len(kinds) == 1 and all(item is not None for item in items):
+        # One shape, every item set (a map's output): merging it once merges every item.
+        ((item_shape, item_dtype),) = kinds
+        _merge(known, item_shape)
+        return np.stack(items) if item_dtype == np_dtype else np.stack(items).astype(np_dtype)
     for item in items:
         if item is not None:
             known = _merge(known, item.shape)
-    np_dtype = dtypes.as_numpy_dtype(lst.element_dtype)
     if not items:
         if known is None or any(d is None for d in known):
             raise invalid(
@@ -171,6 +180,17 @@ def tensor_list_get_item(input_handle, index, element_shape, *, element_dtype):
     return item
 
 
+def get_items(get_item, handle, indices, element_shape) -> list:
+    """``get_item`` (the ``TensorListGetItem`` kernel) at each index of one list, as a map loop's
+    steps read it: the first call makes the list's checks, set items in range are then read
+    directly, and any other index goes through the kernel (its zeros, its error)."""
+    items, results = getattr(handle, "items", ()), []
+    for step, index in enumerate(indices):
+        item = items[index] if step and 0 <= index < len(items) else None
+        results.append(item if item is not None else get_item(handle, index, element_shape))
+    return results
+
+
 @kernel("TensorListSetItem")
 def tensor_list_set_item(input_handle, index, item, *, element_dtype, resize_if_index_out_of_bounds=False):
     lst = _check_list(input_handle, element_dtype)
@@ -184,6 +204,64 @@ def tensor_list_set_item(input_handle, index, item, *, element_dtype, resize_if_
         raise invalid(f"Trying to modify element {index} in a list with {len(items)} elements.")
     items[index] = item
     return lst._replace(items=tuple(items))
+
+
+class _StackedItems(tuple):
+    """A list's items that are the rows of one array, kept as ``stacked``: a map loop's output,
+    written at once (``set_items``). Any change to the items makes a plain tuple again."""
+
+    stacked: np.ndarray
+
+
+def _uniform(items: list, lst: TensorList) -> bool:
+    """Every item an array of one shape and dtype, which fits the list's element shape."""
+    first = items[0]
+    if type(first) is not np.ndarray or not _compatible(first.shape, lst.element_shape):
+        return False
+    shape, dtype = first.shape, first.dtype
+    return all(type(x) is np.ndarray and x.shape == shape and x.dtype == dtype for x in items)
+
+
+def set_items(input_handle, indices, items, *, element_dtype) -> TensorList:
+    """``TensorListSetItem`` of each ``items[k]`` at ``indices[k]``, in order, as one write: the
+    same list, or the error of the first write that fails. Where every item then has one shape
+    and the list's dtype, they are held stacked, so that ``TensorListStack`` need not copy them."""
+    if not items:
+        return input_handle
+    lst = _check_list(input_handle, element_dtype)
+    positions = indices.tolist() if type(indices) is np.ndarray else [int(i) for i in indices]
+    stacked = getattr(items, "stacked", None)  # items that are the rows of one array, in order
+    if (
+        stacked is not None
+        and len(items) == len(lst.items) > 1
+        and stacked.dtype == dtypes.as_numpy_dtype(lst.element_dtype)
+        and _compatible(stacked.shape[1:], lst.element_shape)
+        and positions == list(range(len(items)))
+    ):  # every item set by this write: the list is that array
+        return lst._replace(items=_held(stacked))
+    written = list(lst.items)
+    if _uniform(items, lst) and 0 <= min(positions) and max(positions) < len(written):
+        for index, item in zip(positions, items):  # one shape, checked once; bounds checked
+            written[index] = item
+    else:
+        for index, item in zip(positions, items):  # TensorListSetItem's checks, in write order
+            item = np.asarray(item)
+            _check_item(lst, item)
+            if not 0 <= index < len(written):
+                raise invalid(f"Trying to modify element {index} in a list with {len(written)} elements.")
+            written[index] = item
+    # One item stacks as fast as it is held: keep the plain list.
+    if len(written) < 2 or not _uniform(written, lst):
+        return lst._replace(items=tuple(written))
+    if written[0].dtype != dtypes.as_numpy_dtype(lst.element_dtype):
+        return lst._replace(items=tuple(written))
+    return lst._replace(items=_held(np.stack(written)))
+
+
+def _held(stacked: np.ndarray) -> _StackedItems:
+    held = _StackedItems(stacked)
+    held.stacked = stacked
+    return held
 
 
 @kernel("TensorListStack")

@@ -369,6 +369,8 @@ def approximate_equal(x, y, *, tolerance=1e-5):
 def cast(x, *, SrcT=None, DstT=dtypes.DT_FLOAT, Truncate=False):
     x = np.asarray(x)
     dst = dtypes.as_numpy_dtype(DstT)
+    if x.dtype.kind in "biu" and (dst.kind in "iu" or dst.char in "fd"):  # float32/64 hold any int
+        return out(x.astype(dst), dst)  # exact or wrapping as in C++, never a warning: no errstate
     src_is_string = x.dtype == object
     if src_is_string != (DstT == dtypes.DT_STRING):
         src_name = dtypes.name(SrcT) if SrcT is not None else str(x.dtype)

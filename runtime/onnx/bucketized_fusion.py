@@ -31,7 +31,7 @@ from apis.tensorflow.core.framework import graph_pb2
 from runtime import dtypes
 from runtime.graph import Graph, Operation, Tensor
 from runtime.kernels.feature_column_ops import OP_TYPE
-from runtime.onnx.embedding_fusion import _attrs, _const, _Matcher, _NoMatch, _same
+from runtime.onnx.subgraph_match import Matcher, NoMatch, attrs, const, rewritten, same
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +45,10 @@ def fuse_bucketized_columns(graph: Graph, region: set[str], fed: set[str]) -> gr
     for op in graph.get_operations():
         if op.type != "AddV2" or op.name not in region:
             continue
-        m = _Matcher()
+        m = Matcher()
         try:
             x, width, buckets, batch, columns = _match_values(m, op)
-        except _NoMatch as why:
+        except NoMatch as why:
             logger.debug("bucketized column %s not fused: %s", op.name, why)
             continue
         if any(o.name in fed for o in m.ops):
@@ -62,10 +62,7 @@ def fuse_bucketized_columns(graph: Graph, region: set[str], fed: set[str]) -> gr
         fused.append((name, x, width, buckets))
     if not fused:
         return None
-    graph_def = graph.as_graph_def()
-    for node in graph_def.node:
-        if node.name in rewrites:
-            _to_identity(node, *rewrites[node.name])
+    graph_def = rewritten(graph, rewrites, _to_identity) or graph.as_graph_def()
     for name, x, width, buckets in fused:
         _add_fused(graph_def, name, x, width, buckets)
     logger.debug("bucketized fusion: %d columns fused", len(fused))
@@ -81,10 +78,10 @@ def _unique(name: str, existing: set[str]) -> str:
     return name
 
 
-def _batch_of(m: _Matcher, batch: Tensor) -> Tensor:
+def _batch_of(m: Matcher, batch: Tensor) -> Tensor:
     """B = StridedSlice(Shape(x), [0], [1], [1]) with only shrink_axis_mask 1: x."""
     slice_op = m.take(batch, "StridedSlice")
-    _attrs(
+    attrs(
         slice_op,
         T=dtypes.DT_INT32,
         begin_mask=0,
@@ -94,29 +91,29 @@ def _batch_of(m: _Matcher, batch: Tensor) -> Tensor:
         shrink_axis_mask=1,
     )
     for tensor, value in zip(slice_op.inputs[1:], ([0], [1], [1])):
-        _const(tensor, value)
+        const(tensor, value)
     shape = m.take(slice_op.inputs[0], "Shape")
     return shape.inputs[0]
 
 
-def _range(m: _Matcher, tensor: Tensor, limit: Tensor | None) -> Tensor:
+def _range(m: Matcher, tensor: Tensor, limit: Tensor | None) -> Tensor:
     """Range(0, limit, 1), int32: the limit tensor (checked equal to ``limit`` when given)."""
     op = m.take(tensor, "Range")
-    _const(op.inputs[0], 0)
-    _const(op.inputs[2], 1)
+    const(op.inputs[0], 0)
+    const(op.inputs[2], 1)
     if op.inputs[0].dtype != dtypes.DT_INT32:  # Tidx is its inputs' type
-        raise _NoMatch(f"{op.name}: not an int32 range")
+        raise NoMatch(f"{op.name}: not an int32 range")
     if limit is not None:
-        _same(op.inputs[1], limit)
+        same(op.inputs[1], limit)
     return op.inputs[1]
 
 
-def _match_values(m: _Matcher, add: Operation) -> tuple[Tensor, int, int, Tensor, Tensor]:
+def _match_values(m: Matcher, add: Operation) -> tuple[Tensor, int, int, Tensor, Tensor]:
     """add = AddV2(Reshape(x, [-1]), Mul(K, i2)): (x, D, K, B, i2)."""
-    _attrs(add, T=dtypes.DT_INT32)
+    attrs(add, T=dtypes.DT_INT32)
     m.take(add.outputs[0], "AddV2")
     flat = m.take(add.inputs[0], "Reshape")
-    _const(flat.inputs[1], [-1])
+    const(flat.inputs[1], [-1])
     x = flat.inputs[0]
     mul = m.take(add.inputs[1], "Mul")
     buckets = _scalar(mul.inputs[0])
@@ -124,26 +121,26 @@ def _match_values(m: _Matcher, add: Operation) -> tuple[Tensor, int, int, Tensor
     tile = m.take(columns, "Tile")
     width = _columns_width(m, tile.inputs[0])
     multiples = m.take(tile.inputs[1], "Pack")
-    _attrs(multiples, axis=0, N=1)
+    attrs(multiples, axis=0, N=1)
     batch = multiples.inputs[0]
-    _same(_batch_of(m, batch), x)
+    same(_batch_of(m, batch), x)
     return x, width, buckets, batch, columns
 
 
-def _columns_width(m: _Matcher, tensor: Tensor) -> int:
+def _columns_width(m: Matcher, tensor: Tensor) -> int:
     """Range(0, D, 1) of a constant D, or the Const it folded to (``constant_folding``): D."""
     if tensor.op.type == "Const":
-        value = _const(tensor)
+        value = const(tensor)
         if value.dtype != np.int32 or value.ndim != 1 or not np.array_equal(value, np.arange(value.size)):
-            raise _NoMatch(f"{tensor.name}: not a range")
+            raise NoMatch(f"{tensor.name}: not a range")
         return value.size
     return _scalar(_range(m, tensor, None))
 
 
 def _scalar(tensor: Tensor) -> int:
-    value = _const(tensor)
+    value = const(tensor)
     if value.ndim != 0:
-        raise _NoMatch(f"{tensor.name}: not a scalar")
+        raise NoMatch(f"{tensor.name}: not a scalar")
     return int(value)
 
 
@@ -156,26 +153,26 @@ def _indices(batch: Tensor, columns: Tensor, width: int) -> list[Operation]:
     """Cast(Transpose(Pack(Reshape(Tile(ExpandDims(Range(0, B, 1), 1), [1, D]), [-1]), i2),
     [1, 0])) to int64, among i2's consumers: its ops, the Cast last; [] where not exactly that."""
     for stack in columns.consumers():
-        m = _Matcher()
+        m = Matcher()
         try:
             if stack.type != "Pack" or len(stack.inputs) != 2 or stack.inputs[1].name != columns.name:
                 continue
-            _attrs(stack, axis=0)
+            attrs(stack, axis=0)
             transpose = _only(stack.outputs[0], "Transpose")
             cast = _only(transpose.outputs[0], "Cast") if transpose is not None else None
             if cast is None or cast.control_inputs or transpose.control_inputs or stack.control_inputs:
                 continue
-            _const(transpose.inputs[1], [1, 0])
-            _attrs(cast, SrcT=dtypes.DT_INT32, DstT=dtypes.DT_INT64, Truncate=False)
+            const(transpose.inputs[1], [1, 0])
+            attrs(cast, SrcT=dtypes.DT_INT32, DstT=dtypes.DT_INT64, Truncate=False)
             rows = m.take(stack.inputs[0], "Reshape")
-            _const(rows.inputs[1], [-1])
+            const(rows.inputs[1], [-1])
             tile = m.take(rows.inputs[0], "Tile")
-            _const(tile.inputs[1], [1, width])
+            const(tile.inputs[1], [1, width])
             expand = m.take(tile.inputs[0], "ExpandDims")
-            _const(expand.inputs[1], 1)
+            const(expand.inputs[1], 1)
             _range(m, expand.inputs[0], batch)
             return [*m.ops, stack, transpose, cast]
-        except _NoMatch:
+        except NoMatch:
             continue
     return []
 
@@ -189,11 +186,11 @@ def _dense_shape(batch: Tensor, width: int) -> list[Operation]:
         try:
             if cast is None or cast.control_inputs or stack.control_inputs:
                 continue
-            _attrs(stack, axis=0)
-            _const(stack.inputs[1], width)
-            _attrs(cast, SrcT=dtypes.DT_INT32, DstT=dtypes.DT_INT64, Truncate=False)
+            attrs(stack, axis=0)
+            const(stack.inputs[1], width)
+            attrs(cast, SrcT=dtypes.DT_INT32, DstT=dtypes.DT_INT64, Truncate=False)
             return [stack, cast]
-        except _NoMatch:
+        except NoMatch:
             continue
     return []
 

@@ -23,65 +23,16 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
-
 from apis.tensorflow.core.framework import graph_pb2
-from runtime import dtypes, tensor_util
+from runtime import dtypes
 from runtime.graph import Graph, Operation, Tensor
 from runtime.kernels.embedding_ops import OP_TYPE
+from runtime.onnx.subgraph_match import Matcher, NoMatch, attrs, const, rewritten, same
 
 logger = logging.getLogger(__name__)
 
 _COMBINERS = {"SparseSegmentSum": "sum", "SparseSegmentMean": "mean", "SparseSegmentSqrtN": "sqrtn"}
 _TABLE_DTYPES = (dtypes.DT_FLOAT, dtypes.DT_DOUBLE)
-
-
-class _NoMatch(Exception):
-    """The subgraph is not the one ``safe_embedding_lookup_sparse`` builds."""
-
-
-class _Matcher:
-    """Walks producers of one candidate, recording each op it takes."""
-
-    def __init__(self) -> None:
-        self.ops: list[Operation] = []
-
-    def take(self, tensor: Tensor, op_types: str | tuple[str, ...], index: int = 0) -> Operation:
-        op = tensor.op
-        types = (op_types,) if isinstance(op_types, str) else op_types
-        if op.type not in types or tensor.value_index != index or op.control_inputs:
-            raise _NoMatch(f"{tensor.name}: not {types}:{index}")
-        if op not in self.ops:
-            self.ops.append(op)
-        return op
-
-    def skip_identities(self, tensor: Tensor) -> Tensor:
-        while tensor.op.type == "Identity":
-            tensor = self.take(tensor, "Identity").inputs[0]
-        return tensor
-
-
-def _const(tensor: Tensor, expected=None) -> np.ndarray:
-    """The value of a ``Const`` tensor; equal to ``expected`` (flattened) when given."""
-    if tensor.op.type != "Const" or tensor.op.control_inputs:
-        raise _NoMatch(f"{tensor.name}: not a Const")
-    value = tensor_util.make_ndarray(tensor.op.node_def.attr["value"].tensor)
-    if expected is not None:
-        want = np.asarray(expected).reshape(-1)
-        if value.ndim > 1 or value.size != want.size or not np.array_equal(value.reshape(-1), want):
-            raise _NoMatch(f"{tensor.name}: {value.tolist()} is not {want.tolist()}")
-    return value
-
-
-def _same(a: Tensor, b: Tensor) -> None:
-    if a.name != b.name:
-        raise _NoMatch(f"{a.name} is not {b.name}")
-
-
-def _attrs(op: Operation, **expected) -> None:
-    for key, want in expected.items():
-        if op.attrs.get(key, 0) != want:
-            raise _NoMatch(f"{op.name}: {key}={op.attrs.get(key)!r}, not {want!r}")
 
 
 def fuse_embedding_lookups(
@@ -96,7 +47,7 @@ def fuse_embedding_lookups(
             continue
         try:
             inputs, combiner, table, matched = _match(op)
-        except _NoMatch as why:
+        except NoMatch as why:
             logger.debug("embedding lookup %s not fused: %s", op.name, why)
             continue
         inner = set(matched) - {op}
@@ -109,89 +60,83 @@ def fuse_embedding_lookups(
         if any(t.name in fetched for m in inner for t in m.outputs):
             continue
         fusions[op.name] = ([t.name for t in inputs], combiner, table)
-    if not fusions:
-        return None
-    graph_def = graph.as_graph_def()
-    for node in graph_def.node:
-        if node.name in fusions:
-            _rewrite(node, *fusions[node.name])
     logger.debug("embedding fusion: %d lookups fused", len(fusions))
-    return graph_def
+    return rewritten(graph, fusions, _rewrite)
 
 
 def _match(final: Operation) -> tuple[list[Tensor], str, Tensor, list[Operation]]:
     """([indices, values, dense_shape, table], combiner, table, matched ops) of the
-    lookup whose last op is ``final``; raises _NoMatch."""
-    m = _Matcher()
+    lookup whose last op is ``final``; raises NoMatch."""
+    m = Matcher()
     m.take(final.outputs[0], "Reshape")
     select = m.take(final.inputs[0], "Select")
     dense_shape, rank = _match_output_shape(m, final, select)
     tile, zeros, seg_out = select.inputs
     seg = m.take(seg_out, tuple(_COMBINERS))
-    _same(m.take(zeros, "ZerosLike").inputs[0], seg_out)
+    same(m.take(zeros, "ZerosLike").inputs[0], seg_out)
     sfer = _match_empty_rows(m, tile, seg_out)
     table = _match_segments(m, seg, sfer)
     indices, values = _match_ids(m, sfer, dense_shape, rank)
     return [indices, values, dense_shape, table], _COMBINERS[seg.type], table, m.ops
 
 
-def _match_output_shape(m: _Matcher, final: Operation, select: Operation) -> tuple[Tensor, int]:
+def _match_output_shape(m: Matcher, final: Operation, select: Operation) -> tuple[Tensor, int]:
     """Reshape(select, concat([slice(cast(dense_shape), [0], [r-1]), shape(select)[1:]], 0))."""
     concat = m.take(final.inputs[1], "ConcatV2")
     if len(concat.inputs) != 3:
-        raise _NoMatch(f"{concat.name}: not two values")
-    _const(concat.inputs[2], 0)
+        raise NoMatch(f"{concat.name}: not two values")
+    const(concat.inputs[2], 0)
     leading = m.take(concat.inputs[0], "Slice")
     trailing = m.take(concat.inputs[1], "Slice")
-    _same(m.take(trailing.inputs[0], "Shape").inputs[0], select.outputs[0])
-    _const(trailing.inputs[1], [1])
-    _const(trailing.inputs[2], [-1])
+    same(m.take(trailing.inputs[0], "Shape").inputs[0], select.outputs[0])
+    const(trailing.inputs[1], [1])
+    const(trailing.inputs[2], [-1])
     cast = m.take(leading.inputs[0], "Cast")
-    _const(leading.inputs[1], [0])
-    size = _const(leading.inputs[2])
+    const(leading.inputs[1], [0])
+    size = const(leading.inputs[2])
     if size.shape != (1,) or size[0] < 1:
-        raise _NoMatch(f"{leading.name}: size {size.tolist()}")
+        raise NoMatch(f"{leading.name}: size {size.tolist()}")
     rank = int(size[0]) + 1
     dense_shape = cast.inputs[0]
     if dense_shape.shape is None or tuple(dense_shape.shape) != (rank,):
-        raise _NoMatch(f"{dense_shape.name}: shape {dense_shape.shape}, not ({rank},)")
+        raise NoMatch(f"{dense_shape.name}: shape {dense_shape.shape}, not ({rank},)")
     return dense_shape, rank
 
 
-def _match_empty_rows(m: _Matcher, tile_out: Tensor, seg_out: Tensor) -> Operation:
+def _match_empty_rows(m: Matcher, tile_out: Tensor, seg_out: Tensor) -> Operation:
     """Tile(Reshape(sfer:2, [-1, 1]), Pack(1, StridedSlice(Shape(seg), [1], [2], [1]))): sfer."""
     tile = m.take(tile_out, "Tile")
     reshape = m.take(tile.inputs[0], "Reshape")
-    _const(reshape.inputs[1], [-1, 1])
+    const(reshape.inputs[1], [-1, 1])
     stack = m.take(tile.inputs[1], "Pack")
     if len(stack.inputs) != 2:
-        raise _NoMatch(f"{stack.name}: not two values")
-    _const(stack.inputs[0], 1)
+        raise NoMatch(f"{stack.name}: not two values")
+    const(stack.inputs[0], 1)
     width = m.take(stack.inputs[1], "StridedSlice")
-    _attrs(width, begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=1)
-    _same(m.take(width.inputs[0], "Shape").inputs[0], seg_out)
+    attrs(width, begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=1)
+    same(m.take(width.inputs[0], "Shape").inputs[0], seg_out)
     for tensor, want in zip(width.inputs[1:], ([1], [2], [1])):
-        _const(tensor, want)
+        const(tensor, want)
     return m.take(reshape.inputs[0], "SparseFillEmptyRows", 2)
 
 
-def _match_segments(m: _Matcher, seg: Operation, sfer: Operation) -> Tensor:
+def _match_segments(m: Matcher, seg: Operation, sfer: Operation) -> Tensor:
     """seg(GatherV2(table, Unique(sfer:1):0), Unique:1, sfer:0[:, 0]): the table."""
     data, idx, segment_ids = seg.inputs
     unique = m.take(idx, "Unique", 1)
-    _same(unique.inputs[0], sfer.outputs[1])
+    same(unique.inputs[0], sfer.outputs[1])
     table = _match_rows(m, m.skip_identities(data), unique.outputs[0])
     if segment_ids.op.type == "Cast":
         segment_ids = m.take(segment_ids, "Cast").inputs[0]
     rows = m.take(segment_ids, "StridedSlice")
-    _same(rows.inputs[0], sfer.outputs[0])
-    _attrs(rows, begin_mask=1, end_mask=1, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=2)
+    same(rows.inputs[0], sfer.outputs[0])
+    attrs(rows, begin_mask=1, end_mask=1, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=2)
     for tensor, want in zip(rows.inputs[1:], ([0, 0], [0, 1], [1, 1])):
-        _const(tensor, want)
+        const(tensor, want)
     return table
 
 
-def _match_rows(m: _Matcher, data: Tensor, ids: Tensor) -> Tensor:
+def _match_rows(m: Matcher, data: Tensor, ids: Tensor) -> Tensor:
     """GatherV2(table, ids, 0), or as a partitioned lookup folded by ``gather_folding`` leaves it:
     Reshape(GatherV2(table, Reshape(ids, [-1]), 0), concat([Shape(ids), table.shape[1:]], 0)).
     The table."""
@@ -200,72 +145,72 @@ def _match_rows(m: _Matcher, data: Tensor, ids: Tensor) -> Tensor:
         reshape = m.take(data, "Reshape")
         data, shape = reshape.inputs
     gather = m.take(data, "GatherV2")
-    _const(gather.inputs[2], 0)
-    _attrs(gather, batch_dims=0)
+    const(gather.inputs[2], 0)
+    attrs(gather, batch_dims=0)
     table = gather.inputs[0]
-    value = _const(table)
+    value = const(table)
     if table.dtype not in _TABLE_DTYPES or value.ndim != 2:
-        raise _NoMatch(f"{table.name}: not a float matrix")
+        raise NoMatch(f"{table.name}: not a float matrix")
     if shape is None:
-        _same(gather.inputs[1], ids)
+        same(gather.inputs[1], ids)
         return table
     flat = m.take(gather.inputs[1], "Reshape")
-    _same(flat.inputs[0], ids)
-    _const(flat.inputs[1], [-1])
+    same(flat.inputs[0], ids)
+    const(flat.inputs[1], [-1])
     concat = m.take(shape, "ConcatV2")
     if len(concat.inputs) != 3:
-        raise _NoMatch(f"{concat.name}: not two values")
-    _same(m.take(concat.inputs[0], "Shape").inputs[0], ids)
-    _const(concat.inputs[1], value.shape[1:])
-    _const(concat.inputs[2], 0)
+        raise NoMatch(f"{concat.name}: not two values")
+    same(m.take(concat.inputs[0], "Shape").inputs[0], ids)
+    const(concat.inputs[1], value.shape[1:])
+    const(concat.inputs[2], 0)
     return table
 
 
-def _match_ids(m: _Matcher, sfer: Operation, dense_shape: Tensor, rank: int) -> tuple[Tensor, Tensor]:
+def _match_ids(m: Matcher, sfer: Operation, dense_shape: Tensor, rank: int) -> tuple[Tensor, Tensor]:
     """sfer(GatherV2(sr:0, keep), GatherV2(Identity(values), keep), Identity(sr:1), 0), keep the
     positions of values >= 0, sr the SparseReshape of the ids to 2-D: (indices, values)."""
     kept_indices, kept_values, shape_out, default = sfer.inputs
-    _const(default, 0)
+    const(default, 0)
     first, second = m.take(kept_indices, "GatherV2"), m.take(kept_values, "GatherV2")
     for gather in (first, second):
-        _same(gather.inputs[1], first.inputs[1])
-        _const(gather.inputs[2], 0)
-        _attrs(gather, batch_dims=0)
+        same(gather.inputs[1], first.inputs[1])
+        const(gather.inputs[2], 0)
+        attrs(gather, batch_dims=0)
     keep = m.take(first.inputs[1], "Reshape")
-    _const(keep.inputs[1], [-1])
+    const(keep.inputs[1], [-1])
     where = m.take(keep.inputs[0], "Where")
     valid = m.take(where.inputs[0], "GreaterEqual")
-    _const(valid.inputs[1], 0)
-    _same(valid.inputs[0], second.inputs[0])
+    const(valid.inputs[1], 0)
+    same(valid.inputs[0], second.inputs[0])
     values = m.take(valid.inputs[0], "Identity").inputs[0]
     reshape = m.take(first.inputs[0], "SparseReshape")
-    _same(m.take(shape_out, "Identity").inputs[0], reshape.outputs[1])
-    _same(reshape.inputs[1], dense_shape)
+    same(m.take(shape_out, "Identity").inputs[0], reshape.outputs[1])
+    same(reshape.inputs[1], dense_shape)
     indices = reshape.inputs[0]
     _match_new_shape(m, reshape.inputs[2], dense_shape, rank)
     return indices, values
 
 
-def _match_new_shape(m: _Matcher, new_shape: Tensor, dense_shape: Tensor, rank: int) -> None:
+def _match_new_shape(m: Matcher, new_shape: Tensor, dense_shape: Tensor, rank: int) -> None:
     """[Cast](Pack(Prod(Slice(dense_shape, [0], [r-1]), [0]), GatherV2(dense_shape, r-1, 0)))."""
     if new_shape.op.type == "Cast":
         new_shape = m.take(new_shape, "Cast").inputs[0]
     stack = m.take(new_shape, "Pack")
     if len(stack.inputs) != 2:
-        raise _NoMatch(f"{stack.name}: not two values")
-    _attrs(stack, axis=0)
+        raise NoMatch(f"{stack.name}: not two values")
+    attrs(stack, axis=0)
     prod = m.take(stack.inputs[0], "Prod")
-    _attrs(prod, keep_dims=False)
-    _const(prod.inputs[1], [0])
+    attrs(prod, keep_dims=False)
+    const(prod.inputs[1], [0])
     leading = m.take(prod.inputs[0], "Slice")
-    _same(leading.inputs[0], dense_shape)
-    _const(leading.inputs[1], [0])
-    _const(leading.inputs[2], [rank - 1])
+    same(leading.inputs[0], dense_shape)
+    const(leading.inputs[1], [0])
+    const(leading.inputs[2], [rank - 1])
     last = m.take(stack.inputs[1], "GatherV2")
-    _same(last.inputs[0], dense_shape)
-    _const(last.inputs[1], rank - 1)
-    _const(last.inputs[2], 0)
-    _attrs(last, batch_dims=0)
+    same(last.inputs[0], dense_shape)
+    const(last.inputs[1], rank - 1)
+    const(last.inputs[2], 0)
+    attrs(last, batch_dims=0)
 
 
 def _rewrite(node, inputs: list[str], combiner: str, table: Tensor) -> None:

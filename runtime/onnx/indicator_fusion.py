@@ -22,7 +22,7 @@ from apis.tensorflow.core.framework import graph_pb2
 from runtime import dtypes
 from runtime.graph import Graph, Operation, Tensor
 from runtime.kernels.feature_column_ops import INDICATOR_OP_TYPE
-from runtime.onnx.embedding_fusion import _attrs, _const, _Matcher, _NoMatch
+from runtime.onnx.subgraph_match import Matcher, NoMatch, attrs, const, rewritten
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def fuse_indicator_columns(
             continue
         try:
             to_dense, depth = _match(op)
-        except _NoMatch as why:
+        except NoMatch as why:
             logger.debug("indicator column %s not fused: %s", op.name, why)
             continue
         inner = [to_dense, op.inputs[0].op]
@@ -53,43 +53,37 @@ def fuse_indicator_columns(
         if op.name in fed:
             continue
         fusions[op.name] = (to_dense, depth)
-    if not fusions:
-        return None
-    graph_def = graph.as_graph_def()
-    for node in graph_def.node:
-        if node.name in fusions:
-            _rewrite(node, *fusions[node.name])
     logger.debug("indicator fusion: %d columns fused", len(fusions))
-    return graph_def
+    return rewritten(graph, fusions, _rewrite)
 
 
 def _sole_reader(tensor: Tensor, reader: Operation) -> None:
     if [c.name for c in tensor.consumers()] != [reader.name]:
-        raise _NoMatch(f"{tensor.name} is read by more than {reader.name}")
+        raise NoMatch(f"{tensor.name} is read by more than {reader.name}")
 
 
 def _match(total: Operation) -> tuple[Operation, int]:
-    """(the SparseToDense, depth) of the count whose ``Sum`` is ``total``; raises _NoMatch."""
-    m = _Matcher()
+    """(the SparseToDense, depth) of the count whose ``Sum`` is ``total``; raises NoMatch."""
+    m = Matcher()
     if total.control_inputs:
-        raise _NoMatch(f"{total.name}: control inputs")
+        raise NoMatch(f"{total.name}: control inputs")
     dtype = total.attrs.get("T")
     if dtype not in _COUNT_TYPES:
-        raise _NoMatch(f"{total.name}: T={dtype!r}")
-    _attrs(total, keep_dims=False)
-    _const(total.inputs[1], [-2])
+        raise NoMatch(f"{total.name}: T={dtype!r}")
+    attrs(total, keep_dims=False)
+    const(total.inputs[1], [-2])
     hot = m.take(total.inputs[0], "OneHot")
     _sole_reader(hot.outputs[0], total)
-    _attrs(hot, T=dtype)
+    attrs(hot, T=dtype)
     if hot.attrs.get("axis", -1) not in (-1, None):  # an absent attr is OneHot's default, -1
-        raise _NoMatch(f"{hot.name}: axis={hot.attrs.get('axis')!r}")
-    depth = _const(hot.inputs[1])
+        raise NoMatch(f"{hot.name}: axis={hot.attrs.get('axis')!r}")
+    depth = const(hot.inputs[1])
     if depth.ndim != 0 or int(depth) < 0:
-        raise _NoMatch(f"{hot.name}: depth {depth.tolist()}")
+        raise NoMatch(f"{hot.name}: depth {depth.tolist()}")
     for tensor, want in ((hot.inputs[2], 1), (hot.inputs[3], 0)):
-        value = _const(tensor, [want])
+        value = const(tensor, [want])
         if value.ndim != 0:
-            raise _NoMatch(f"{tensor.name}: not a scalar")
+            raise NoMatch(f"{tensor.name}: not a scalar")
     to_dense = m.take(hot.inputs[0], "SparseToDense")
     _sole_reader(to_dense.outputs[0], hot)
     return to_dense, int(depth)

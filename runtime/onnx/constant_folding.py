@@ -23,6 +23,7 @@ from runtime.graph import Graph, Operation
 from runtime.interpreter import run_plan
 from runtime.kernels import lookup as kernel_lookup
 from runtime.onnx.control_flow_ops import WHILE_OPS
+from runtime.onnx.subgraph_match import rewritten
 from runtime.plan import build_plan
 
 logger = logging.getLogger(__name__)
@@ -92,15 +93,8 @@ def fold_constants(graph: Graph, region: set[str], fed: set[str], resources) -> 
         if array.dtype == object and array.size * 64 > MAX_BYTES:
             continue
         folded[op.name] = (op.outputs[0].dtype, array)
-    if not folded:
-        return None
-    graph_def = graph.as_graph_def()
-    for node in graph_def.node:
-        if node.name in folded:
-            dtype, array = folded[node.name]
-            _make_const(node, dtype, array)
     logger.debug("constant folding: %d ops became Const", len(folded))
-    return graph_def
+    return rewritten(graph, folded, _make_const)
 
 
 def _make_const(node, dtype: int, array: np.ndarray) -> None:

@@ -159,6 +159,9 @@ def node_error(exc: Exception, op: Operation | None) -> errors.OpError:
         return exc
     if op is None:
         return exc if isinstance(exc, errors.OpError) else errors.InternalError(None, None, str(exc))
+    if getattr(exc, "names_the_model_node", False):  # raised inside a fused node: it names the
+        exc.names_the_model_node = False  # model's own node, as TF would; callers further out add theirs
+        return exc
     suffix = f"\n\t [[{{{{node {op.name}}}}}]]"
     if isinstance(exc, errors.OpError):
         return errors.error_for_code(

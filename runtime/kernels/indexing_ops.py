@@ -63,8 +63,8 @@ def _check_indices(indices, limit):
         return
     bad = (indices < 0) | (indices >= limit)
     pos = np.unravel_index(int(np.flatnonzero(bad.reshape(-1))[0]), indices.shape)
-    where = ",".join(str(int(p)) for p in pos)
-    raise invalid(f"indices[{where}] = {int(indices[pos])} is not in [0, {limit})")
+    where = f"[{','.join(str(int(p)) for p in pos)}]" if pos else ""  # a scalar: "indices = -1"
+    raise invalid(f"indices{where} = {int(indices[pos])} is not in [0, {limit})")
 
 
 @kernel("GatherV2", const_inputs=(2,))

@@ -1,13 +1,21 @@
 """onnxruntime delegation: clusters of TF ops converted to ONNX and run by onnxruntime.
 
 Importing this package registers every converter (``math_ops``, ``array_ops``, ``nn_ops``,
-``list_ops``, ``control_flow_ops`` with ``rnn_ops``' fused loops) and the ``_OrtCluster`` kernel. ``delegate(session, options, roots)`` rewrites a loaded Session's graph
+``list_ops``, ``logging_ops``, ``control_flow_ops`` with ``rnn_ops``' fused loops) and the ``_OrtCluster`` kernel. ``delegate(session, options, roots)`` rewrites a loaded Session's graph
 once (``Session.delegate`` and ``loader.load_saved_model(..., delegation=...)`` call it); the
 returned ``DelegationReport`` says what runs where. Only this package imports onnx and
 onnxruntime.
 """
 
-from runtime.onnx import array_ops, control_flow_ops, list_ops, math_ops, nn_ops, rnn_ops  # noqa: F401 - registers
+from runtime.onnx import (  # noqa: F401 - registers
+    array_ops,
+    control_flow_ops,
+    list_ops,
+    logging_ops,
+    math_ops,
+    nn_ops,
+    rnn_ops,
+)
 from runtime.onnx.cluster import ClusterRunner, runner_of
 from runtime.onnx.converter import CONVERTERS, OPSET, NotConvertible, convert_subgraph, converter
 from runtime.onnx.delegate import delegate

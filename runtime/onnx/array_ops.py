@@ -149,6 +149,14 @@ def gather_v2(node: TFNode, b: Builder) -> str:
     axis = int(np.asarray(node.const_required(2)).reshape(()))
     ranks = (b.rank(params), b.rank(indices))
     rank = None if None in ranks else ranks[0] + ranks[1] - 1
+    table = b.values[params].const
+    if table is not None and -table.ndim <= axis < table.ndim:
+        b.guard_in_range(indices, int(table.shape[axis]))
+    else:
+        shape = b.op("Shape", [params], rank=1, elem_type=TensorProto.INT64)
+        b.guard_in_range(
+            indices, b.op("Gather", [shape, b.int64s(axis % ranks[0] if ranks[0] else axis)], rank=0)
+        )
     return b.op("Gather", [params, indices], axis=axis, rank=rank, elem_type=node.elem_type(0))
 
 

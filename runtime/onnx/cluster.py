@@ -7,7 +7,9 @@ the native kernels on the same inputs and compares; on a conversion failure or a
 whole cluster drops back to the native kernels for good, and the reason goes to the log and to
 the model's ``DelegationReport``. A cluster holding whole While loops runs, natively, its
 ``native_subgraph``: the loops' bodies delegated as for loops that never convert whole (see
-``delegate.add_loop_fallbacks``). InferenceSession.run is thread-safe, so one session per
+``delegate.add_loop_fallbacks``). Where TF's kernels would raise an error (or compute what ONNX
+does not), the converted model says so in its guard output: that run goes native, so the error
+is TF's own. InferenceSession.run is thread-safe, so one session per
 signature serves every thread; compiling takes the runner's lock.
 """
 
@@ -21,13 +23,13 @@ import numpy as np
 import onnxruntime as ort
 
 from apis.tensorflow.core.framework import graph_pb2
-from runtime import dtypes
+from runtime import dtypes, errors
 from runtime.function import FunctionLibraryRuntime
 from runtime.graph import Graph, Operation
 from runtime.interpreter import run_plan
 from runtime.kernels.registry import kernel
 from runtime.onnx import options as options_lib
-from runtime.onnx.converter import Signature, convert_subgraph
+from runtime.onnx.converter import GUARD, Signature, convert_subgraph
 from runtime.onnx.partition import CLUSTER_OP
 from runtime.plan import build_plan
 from runtime.resources import ResourceMgr
@@ -93,9 +95,10 @@ class ClusterRunner:
             return self._call_slow(inputs)
         try:
             outputs = run(self._fetch_names, dict(zip(self._feed_names, inputs)), None)
-        except Exception as exc:  # noqa: BLE001 - e.g. a batch onnxruntime rejects
-            logger.warning("onnxruntime cluster %s failed on this run, ran natively: %s", self.name, exc)
+        except _Unguarded:  # TF's kernels raise its error here, or compute what ONNX does not
             return self._result(self._run_native(inputs))
+        except Exception as exc:  # noqa: BLE001 - e.g. an index out of range, a batch onnxruntime rejects
+            return self._after_failure(inputs, exc)
         return outputs[0] if self._single else outputs
 
     def _run_one(self, x):
@@ -111,10 +114,18 @@ class ClusterRunner:
             self._last = (x.dtype, x.ndim, run)  # one tuple: threads see old or new, never half
         try:
             outputs = run(self._fetch_names, {"input_0": x}, None)
-        except Exception as exc:  # noqa: BLE001 - e.g. a batch onnxruntime rejects
-            logger.warning("onnxruntime cluster %s failed on this run, ran natively: %s", self.name, exc)
+        except _Unguarded:
             return self._result(self._run_native([x]))
+        except Exception as exc:  # noqa: BLE001 - e.g. an index out of range, a batch onnxruntime rejects
+            return self._after_failure([x], exc)
         return outputs[0] if self._single else outputs
+
+    def _after_failure(self, inputs, exc: Exception):
+        """The native run of inputs onnxruntime failed on: TF's error where the input is bad (no
+        warning: a bad request is the client's), else its outputs and a warning."""
+        outputs = self._run_native(inputs)
+        logger.warning("onnxruntime cluster %s failed on this run, ran natively: %s", self.name, exc)
+        return self._result(outputs)
 
     def _call_slow(self, inputs):
         """A first run of a signature (compile and validate), a native run, or inputs that are
@@ -142,7 +153,7 @@ class ClusterRunner:
                     entry, results = self._compile(signature, inputs)
                     self._compiled[key] = entry
                     if entry is not _NATIVE and not self._native_only:
-                        self._runs[key] = _fast_run(entry)
+                        self._runs[key] = _fast_run(entry, self._fetch_names)
                     return self._result(results)
             if entry is not _NATIVE and not self._native_only:
                 return self._call_slow(inputs)
@@ -168,6 +179,8 @@ class ClusterRunner:
             ours = session.run(None, feeds)
         except Exception as exc:  # noqa: BLE001 - any failure to convert or compile means native
             return self._fall_back(f"not converted: {type(exc).__name__}: {exc}", native, inputs)
+        if _guarded(session) and ours.pop() < 0:  # these inputs are TF's kernels' to answer
+            return session, native if native is not None else self._run_native(inputs)
         if native is not None:
             with np.errstate(all="ignore"):
                 problem = self._mismatch(ours, native)
@@ -212,17 +225,42 @@ class ClusterRunner:
                 functions = FunctionLibraryRuntime(graph.functions, resources)
             self._native_plan = build_plan(feeds, fetches, (), resources, functions)
         with np.errstate(all="ignore"):  # the kernel is registered quiet: runs skip np.errstate
-            return [np.asarray(v) for v in run_plan(self._native_plan, list(inputs))]
+            try:
+                return [np.asarray(v) for v in run_plan(self._native_plan, list(inputs))]
+            except errors.OpError as exc:  # TF's error names the model's node, not the cluster
+                exc.names_the_model_node = True
+                raise
 
 
-def _fast_run(session: ort.InferenceSession):
+def _fast_run(session: ort.InferenceSession, fetch_names: list[str]):
     """``session.run`` minus its Python wrapper (which checks feed names, ours by construction,
     and retries a failed GPU run on the CPU): about 1 us a call, a sixth of a small model's run.
-    A CUDA session keeps the wrapper for its retry."""
+    A CUDA session keeps the wrapper for its retry. A guarded model's run also fetches its guard
+    and raises ``_Unguarded`` where it fails."""
     binding = getattr(session, "_sess", None)
-    if binding is None or session.get_providers() != ["CPUExecutionProvider"]:
-        return session.run
-    return binding.run
+    run = session.run
+    if binding is not None and session.get_providers() == ["CPUExecutionProvider"]:
+        run = binding.run
+    if not _guarded(session):
+        return run
+    names = [*fetch_names, GUARD]
+
+    def guarded(_fetch_names, feeds, options):
+        outputs = run(names, feeds, options)
+        if outputs.pop() < 0:
+            raise _Unguarded
+        return outputs
+
+    return guarded
+
+
+class _Unguarded(Exception):
+    """A guard of the converted model failed on this input (``converter.Builder.guard``)."""
+
+
+def _guarded(session: ort.InferenceSession) -> bool:
+    outputs = session.get_outputs()
+    return bool(outputs) and outputs[-1].name == GUARD
 
 
 def _contiguous(x) -> np.ndarray:

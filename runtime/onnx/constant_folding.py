@@ -7,8 +7,9 @@ is a ``Const`` or a folded op, it has no control inputs, its kernel is stateless
 (no resources, no functions, no TF1 control flow, nothing random), no signature feeds it, and
 each of its outputs is at most ``MAX_BYTES``. The values come from our own kernels (one plan
 over all of them), so a folded graph computes what the unfolded one did; a folded node keeps its
-name, so every name a signature uses still resolves. Regions with While loops are left as they are
-(a raised loop's cluster counts the shape ops around it; see ``fold_constants``).
+name, so every name a signature uses still resolves. Around a loop this makes shapes constants
+(TF1's ``dynamic_rnn`` transposes by ``concat([1, 0], range(2, rank))``), so the ops reading them
+can convert.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from runtime import dtypes, tensor_util
 from runtime.graph import Graph, Operation
 from runtime.interpreter import run_plan
 from runtime.kernels import lookup as kernel_lookup
-from runtime.onnx.control_flow_ops import WHILE_OPS
 from runtime.onnx.subgraph_match import rewritten
 from runtime.plan import build_plan
 
@@ -73,8 +73,6 @@ def constant_ops(graph: Graph, region: set[str], fed: set[str]) -> list[Operatio
 def fold_constants(graph: Graph, region: set[str], fed: set[str], resources) -> graph_pb2.GraphDef | None:
     """The graph with its region's constant single-output ops as ``Const`` (see the module
     docstring), or None when nothing folds."""
-    if any(op.type in WHILE_OPS for op in graph.get_operations() if op.name in region):
-        return None  # the shape ops around a loop size its cluster: folded, it can fall below the minimum
     ops = [op for op in constant_ops(graph, region, fed) if len(op.outputs) == 1]
     if not ops:
         return None

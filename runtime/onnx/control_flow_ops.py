@@ -377,12 +377,20 @@ def while_(node: TFNode, b: Builder) -> list[str | None]:
         results = [_condition(sb, cond, next_args)]
     else:
         first, results = b.const(np.array(True)), [graph_inputs[1].name]
-    results += [next_args[i] for i in carried] + [mapped[w.inputs[2].name] for w in writers]
+    results += [next_args[i] for i in carried]
+    guard = _carry_guards(b, sb, graph_inputs, results)
+    results += [mapped[w.inputs[2].name] for w in writers]
     graph = helper.make_graph(sb.nodes, b.fresh(node.name), graph_inputs, _body_outputs(sb, results))
     finals = [b.fresh("final") for _ in carried]
     stacked = [b.fresh("scan") for _ in writers]
     loop_inputs = [steps or "", first, *[inits[i] for i in carried]]
+    if guard is not None:
+        loop_inputs.append(b.int64s(0, "margin"))
+        finals.append(guard)
     b.nodes.append(helper.make_node("Loop", loop_inputs, finals + stacked, body=graph))
+    if guard is not None:
+        b.values[guard] = Value(TensorProto.INT64, 0)
+        b.margins.append(finals.pop())
     results_by_var: dict[int, str] = {i: inits[i] for i, r in enumerate(roles) if r.kind == "invariant"}
     for i, name in zip(carried, finals):
         b.values[name] = Value(b.elem_type(inits[i]), b.rank(inits[i]))
@@ -397,6 +405,18 @@ def while_(node: TFNode, b: Builder) -> list[str | None]:
         b.values[name] = Value(sb.elem_type(item), rank + 1)
         results_by_var[i] = scan_to_list(b, name, roles[i].index, b.lists[inits[i]])
     return [results_by_var[i] for i in range(len(inits))]
+
+
+def _carry_guards(b: Builder, sb: Builder, graph_inputs: list, results: list[str]) -> str | None:
+    """The body's guard margins as one more carried int64 (0 before the first step, the minimum
+    of every step's after): the name of its final value in ``b``, or None without guards."""
+    if not sb.margins:
+        return None
+    state = b.fresh("guard_state")
+    sb.values[state] = Value(TensorProto.INT64, 0)
+    graph_inputs.append(helper.make_tensor_value_info(state, TensorProto.INT64, []))
+    results.append(sb.op("Min", [state, *sb.margins], rank=0))
+    return b.fresh("guard_final")
 
 
 def _body_outputs(sb: Builder, results: list[str]) -> list:

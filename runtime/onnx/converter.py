@@ -38,6 +38,7 @@ from runtime.op_def import parse_input
 
 OPSET = 21
 IR_VERSION = 10
+GUARD = "guard"  # the model's last output where converters added guards (``Builder.guard``)
 
 # TF dtypes a cluster may carry, by their ONNX element type.
 ONNX_TYPES: dict[int, int] = {
@@ -66,6 +67,7 @@ class ConverterDef:
     dtypes: frozenset[int] | None  # allowed dtypes of input 0 (None: any ONNX_TYPES)
     lists: bool = False  # may take or give DT_VARIANT TensorLists (dense tensors in ONNX, list_ops.py)
     check: Callable | None = None  # op -> why it cannot convert (None: it can), beyond this data
+    unread_from: int | None = None  # inputs from here on are never converted (Assert's message data)
 
 
 CONVERTERS: dict[str, ConverterDef] = {}
@@ -78,12 +80,15 @@ def converter(
     dtypes: Sequence[int] | None = None,
     lists: bool = False,
     check: Callable | None = None,
+    unread_from: int | None = None,
 ) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the ONNX converter of each TF op type named.
 
     ``num_outputs=None``: every output. ``lists``: the op reads or writes TensorLists (the
     partitioner then lets DT_VARIANT tensors inside a cluster, never across its boundary).
     ``check(op)``: a static reason the op cannot convert, for conditions the data cannot say.
+    ``unread_from``: inputs from this index on only matter to the native kernel (an ``Assert``'s
+    message): the converter gets None for those without an ONNX value (a string ``Const``).
     """
 
     def register(fn: Callable) -> Callable:
@@ -95,6 +100,7 @@ def converter(
             frozenset(dtypes) if dtypes is not None else None,
             lists,
             check,
+            unread_from,
         )
         for op_type in op_types:
             if op_type in CONVERTERS:
@@ -146,6 +152,7 @@ class Builder:
     values: dict[str, Value] = field(default_factory=dict)
     library: Mapping = field(default_factory=dict)  # FunctionDefs by name (While bodies)
     lists: dict[str, ListInfo] = field(default_factory=dict)  # ONNX name -> TensorList facts
+    margins: list[str] = field(default_factory=list)  # int64 scalars, < 0 where TF's kernels disagree
     parent: Builder | None = None
     _count: int = 0
 
@@ -201,6 +208,37 @@ class Builder:
 
     def rank(self, name: str) -> int | None:
         return self.values[name].rank
+
+    def guard(self, ok: str) -> None:
+        """This run's outputs stand only where the boolean ``ok`` holds everywhere: elsewhere TF's
+        kernels raise an error (a failed ``Assert``, an index out of range) or compute what ONNX
+        does not, so the cluster runs that input natively. A guard known to hold adds nothing.
+        Guards are int64 margins, all to be >= 0: the model's last output ``GUARD`` is their
+        minimum (a loop body's are carried out of its ``Loop``)."""
+        const = self.values[ok].const
+        if const is not None and bool(np.all(const)):
+            return
+        flag = self.op("Cast", [ok], to=TensorProto.INT64, elem_type=TensorProto.INT64)
+        if self.rank(ok) != 0:
+            flag = self.op("ReduceMin", [flag], keepdims=0, rank=0)  # empty: INT64_MAX, it holds
+        self.margins.append(self.op("Sub", [flag, self.int64s(1, "one")], rank=0))
+
+    def guard_in_range(self, indices: str, size: str | int) -> None:
+        """Guards ``0 <= indices < size``: TF's CPU kernels raise on any other index, ONNX wraps
+        negative ones (and onnxruntime's CPU kernels reject large ones with errors of their own).
+        ``size``: a scalar value or a number."""
+        known = self.values[indices].const
+        if known is not None and isinstance(size, int):
+            self.guard(self.const(np.all((known >= 0) & (known < size))))
+            return
+        low = self.op("ReduceMin", [indices], keepdims=0, rank=0)  # empty: the type's max, it holds
+        high = self.op("ReduceMax", [indices], keepdims=0, rank=0)  # empty: the type's min
+        if isinstance(size, int):
+            last = self.int64s(size - 1, "last")
+        else:
+            last = self.op("Sub", [self.cast(size, TensorProto.INT64), self.int64s(1, "one")], rank=0)
+        self.margins.append(self.cast(low, TensorProto.INT64))
+        self.margins.append(self.op("Sub", [last, self.cast(high, TensorProto.INT64)], rank=0))
 
     def infer_rank(self, name: str) -> int | None:
         """``name``'s rank by ONNX shape inference over the graph so far (where tracking lost it)."""
@@ -316,7 +354,7 @@ def convert_subgraph(
         for text in node.input:
             source, index, is_control = parse_input(text)
             if not is_control:
-                inputs.append(by_tensor[f"{source}:{index}"])
+                inputs.append(by_tensor.get(f"{source}:{index}"))  # None: a Const ONNX cannot hold
         results = emit(b, node.name, node.op, node.attr, inputs)
         for i, onnx_name in enumerate(results):
             if onnx_name is not None:
@@ -329,11 +367,15 @@ def emit(b: Builder, name: str, op_type: str, attr_protos: Mapping, inputs: list
     the ONNX value of each of its outputs (None: not produced)."""
     attrs = attr_lib.decode_attrs(attr_protos)
     if op_type == "Const":
-        onnx_type(attrs["dtype"])
+        if dtypes.base_dtype(attrs["dtype"]) not in ONNX_TYPES:
+            return [None]  # only an input no converter reads takes it (``unread_from``)
         return [b.const(tensor_util.make_ndarray(attr_protos["value"].tensor), name)]
     definition = lookup(op_type)
     if definition is None:
         raise NotConvertible(f"no converter for {op_type}")
+    read = inputs[: definition.unread_from] if definition.unread_from is not None else inputs
+    if None in read:
+        raise NotConvertible(f"{op_type} input {read.index(None)} has no ONNX value")
     results = definition.fn(TFNode(name, op_type, attrs, inputs, b), b)
     return [results] if isinstance(results, str) else list(results)
 
@@ -346,9 +388,39 @@ def _model(b: Builder, graph_inputs: list, results: list[str]) -> onnx.ModelProt
         out = f"output_{i}"
         b.nodes.append(helper.make_node("Identity", [name], [out]))
         outputs.append(helper.make_tensor_value_info(out, b.values[name].elem_type, None))
+    if b.margins:  # one int64 scalar after the outputs: below 0, "run this input natively"
+        b.nodes.append(helper.make_node("Min", b.margins, [GUARD]))
+        outputs.append(helper.make_tensor_value_info(GUARD, TensorProto.INT64, []))
+    live = _live(b.nodes, {o.name for o in outputs})
+    del b.nodes[:]
+    b.nodes.extend(live)
     graph = helper.make_graph(b.nodes, "cluster", graph_inputs, outputs, b.initializers)
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="savedmodel-server"
     )
     model.ir_version = IR_VERSION
     return model
+
+
+def _live(nodes: list, outputs: set[str]) -> list:
+    """The nodes the outputs need (a converter may compute outputs nobody reads, such as a
+    loss's backprop; onnxruntime would run them), subgraphs' reads of outer values included."""
+    needed, kept = set(outputs), []
+    for node in reversed(nodes):
+        if needed.intersection(node.output):
+            kept.append(node)
+            needed.update(node.input)
+            needed.update(_subgraph_reads(node))
+    return kept[::-1]
+
+
+def _subgraph_reads(node) -> set[str]:
+    """Every value name a node's subgraphs (a ``Loop`` body, nested) read."""
+    found: set[str] = set()
+    for attribute in node.attribute:
+        graphs = list(attribute.graphs) + ([attribute.g] if attribute.HasField("g") else [])
+        for graph in graphs:
+            for inner in graph.node:
+                found.update(inner.input)
+                found.update(_subgraph_reads(inner))
+    return found

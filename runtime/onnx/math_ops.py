@@ -203,8 +203,9 @@ def einsum(node: TFNode, b: Builder) -> str:
     return b.op("Einsum", node.inputs, equation=equation, rank=rank)
 
 
-def _reduce(node: TFNode, b: Builder) -> str:
-    x, axes = node.inputs
+def _reduce(node: TFNode, b: Builder, x: str | None = None, onnx_op: str | None = None) -> str:
+    axes = node.inputs[1]
+    x = x or node.inputs[0]
     keep = int(bool(node.attr("keep_dims", False)))
     rank, const = b.rank(x), node.const(1)
     if const is None:  # axes computed in the graph (e.g. Range(Rank(x))): ONNX takes them as input
@@ -215,11 +216,22 @@ def _reduce(node: TFNode, b: Builder) -> str:
         axes_input = b.int64s(axes_value, "axes")
         count = len(set(axes_value.tolist()))
         out_rank = None if rank is None else (rank if keep or count == 0 else rank - count)
-    return b.op(_REDUCE[node.type], [x, axes_input], keepdims=keep, noop_with_empty_axes=1, rank=out_rank)
+    onnx_op = onnx_op or _REDUCE[node.type]
+    return b.op(onnx_op, [x, axes_input], keepdims=keep, noop_with_empty_axes=1, rank=out_rank)
 
 
 for _op in _REDUCE:
     converter(_op, dtypes=NUMBERS)(_reduce)
+
+
+@converter("All", "Any", dtypes=(dtypes.DT_BOOL,))
+def all_any(node: TFNode, b: Builder) -> str:
+    """A Min (All) or Max (Any) over 0/1 as uint8 (ONNX reduces no booleans). An empty All is
+    the type's max, so true; an empty Any its min, so false: TF's answers."""
+    x, axes = node.inputs
+    flags = b.op("Cast", [x], to=TensorProto.UINT8, elem_type=TensorProto.UINT8)
+    reduced = _reduce(node, b, flags, "ReduceMin" if node.type == "All" else "ReduceMax")
+    return b.op("Cast", [reduced], to=TensorProto.BOOL, elem_type=TensorProto.BOOL)
 
 
 @converter("ArgMax", "ArgMin", const_inputs=(1,), dtypes=NUMBERS)

@@ -1,4 +1,4 @@
-"""Converters for TF's nn ops: activations, bias, softmax, convolution, pooling, batch norm.
+"""Converters for TF's nn ops: activations, bias, softmax and its loss, convolution, pooling, batch norm.
 
 TF's default layout is NHWC, ONNX's Conv and pooling are NCHW: an NHWC op becomes
 Transpose -> op -> Transpose, and onnxruntime's transpose optimizer cancels the pairs between
@@ -55,6 +55,24 @@ def leaky_relu(node: TFNode, b: Builder) -> str:
 @converter("Softmax", "LogSoftmax", dtypes=FLOATS)
 def softmax(node: TFNode, b: Builder) -> str:
     return b.op(node.type, node.inputs, axis=-1)
+
+
+@converter("SparseSoftmaxCrossEntropyWithLogits", num_outputs=None, dtypes=FLOATS)
+def sparse_softmax_cross_entropy_with_logits(node: TFNode, b: Builder) -> list[str]:
+    """The loss, ``-log_softmax`` at each row's label, and the backprop, ``softmax - one_hot``
+    (dropped by onnxruntime where no output needs it); labels guarded to ``[0, classes)`` as
+    TF's kernel checks them."""
+    logits, labels = node.inputs
+    if node.rank(0) != 2 or node.rank(1) != 1:
+        raise NotConvertible("SparseSoftmaxCrossEntropyWithLogits of other ranks than TF checks")
+    classes = b.op("Shape", [logits], start=1, end=2, rank=1, elem_type=TensorProto.INT64)
+    b.guard_in_range(labels, b.op("Squeeze", [classes, b.int64s([0])], rank=0))
+    rows = b.op("Unsqueeze", [b.cast(labels, TensorProto.INT64), b.int64s([1])], rank=2)
+    picked = b.op("GatherElements", [b.op("LogSoftmax", [logits], axis=1), rows], axis=1, rank=2)
+    loss = b.op("Neg", [b.op("Squeeze", [picked, b.int64s([1])], rank=1)])
+    off_on = b.const(np.array([0, 1], _np_type(node)), "off_on")
+    hot = b.op("OneHot", [labels, classes, off_on], axis=-1, rank=2, elem_type=node.elem_type(0))
+    return [loss, b.op("Sub", [b.op("Softmax", [logits], axis=1), hot])]
 
 
 @converter("BiasAdd", "BiasAddV1", dtypes=FLOATS)

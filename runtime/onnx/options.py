@@ -79,7 +79,7 @@ def session_options(options: DelegationOptions, flops: float | None = None) -> o
         so.inter_op_num_threads = options.inter_op_threads
     so.graph_optimization_level = _LEVELS[options.graph_optimization_level]
     so.enable_cpu_mem_arena = options.enable_mem_arena
-    so.log_severity_level = 3  # onnxruntime's own warnings go through our report instead
+    so.log_severity_level = 4  # its warnings and run errors reach our report and log instead
     if not options.allow_spinning:
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         so.add_session_config_entry("session.inter_op.allow_spinning", "0")

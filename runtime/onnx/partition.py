@@ -74,7 +74,15 @@ def reason(op: Operation) -> str | None:
     definition = converter_lib.lookup(op.type)
     if definition is None:
         return "no ONNX converter"
-    for tensor in [*op.inputs, *op.outputs]:
+    tensors = [*op.inputs, *op.outputs]
+    if definition.unread_from is not None:  # unread inputs: any constant, or a tensor ONNX can hold
+        unread = op.inputs[definition.unread_from :]
+        tensors = [
+            *op.inputs[: definition.unread_from],
+            *[t for t in unread if t.op.type != "Const"],
+            *op.outputs,
+        ]
+    for tensor in tensors:
         dtype = tensor.dtype
         if definition.lists and dtype is not None and dtypes.base_dtype(dtype) == dtypes.DT_VARIANT:
             continue  # a TensorList: allowed inside a cluster (never across its boundary)
@@ -283,7 +291,7 @@ def _signature_parts(graph: Graph, order, within, sources, cluster_of) -> dict[H
     parts: dict[Hashable, set[int]] = {}
     for op in order:
         key = None if within is None else within.get(op.name, _OUTSIDE)
-        if key is _OUTSIDE or op.name in sources or op.type in _FREE:
+        if key is _OUTSIDE or op.name in sources or op.type in _FREE or op.type == "Const":
             continue
         if op.name in cluster_of:
             part = cluster_of[op.name]
@@ -393,7 +401,8 @@ def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
             source = tensor.op
             if source.name in members:
                 node.input.append(text)
-            elif is_constant(source) or source.name in frozen:
+            elif is_constant(source) or source.name in frozen or source.type == "Const":  # (any dtype:
+                # one of another dtype is an input no converter reads, see ``reason``)
                 if source.name not in copied:
                     copied.add(source.name)
                     sub.node.append(_constant(source, frozen.get(source.name)))
@@ -405,6 +414,8 @@ def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
                     placeholder.attr["dtype"].type = dtypes.base_dtype(tensor.dtype)
                 node.input.append(inputs[tensor.name])
         controls += [f"^{c.name}" for c in op.control_inputs if c.name not in members]
+        # Kept for the native runs (validation, fallback): an Assert still runs before what it guards.
+        node.input.extend(f"^{c.name}" for c in op.control_inputs if c.name in members)
         body.append(node)
     sub.node.extend(body)
     sub.library.function.extend(graph.functions[f] for f in _functions_called(graph, ops))

@@ -6,7 +6,8 @@ and as a converted ONNX model in onnxruntime; inputs the converter needs as cons
 ``Const`` nodes. Outputs must match within the record's float tolerance (exactly for ints and
 bools). A converter may decline a record (``NotConvertible``: the op then stays native), but every
 converter must convert and pass at least one case; ``EXTRA_CASES`` covers ops the records lack,
-and ``test_loops.py`` the loop and TensorList ops (``GRAPH_CHECKED``), which only whole graphs use.
+and ``test_loops.py`` the loop and TensorList ops (``GRAPH_CHECKED``), which only whole graphs use
+(``test_guards.py``: ``Assert``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from runtime.onnx import CONVERTERS, NotConvertible, convert_subgraph, reason
 from runtime.onnx.converter import Signature
 from tests.runtime import test_op_records as records_test
 from tests.runtime.onnx.test_direct_plans import WHOLE_GRAPH_CHECKED
+from tests.runtime.onnx.test_guards import GUARD_CHECKED
 from tests.runtime.onnx.test_loops import GRAPH_CHECKED
 from tests.runtime.onnx.test_raise_frames import RAISED_CHECKED
 from tests.runtime.op_records import RECORDS
@@ -222,6 +224,11 @@ EXTRA_CASES = [
         [np.int32([[1, 2], [3, 4]]), np.int32([1, 0, 1]), np.int32([0, 1, 1])],
         {"T": dtypes.DT_INT32},
     ),
+    (
+        "SparseSoftmaxCrossEntropyWithLogits",
+        [X[0], np.int64([3, 0, 1, 3, 2])[: X.shape[1]]],
+        {"T": F32, "Tlabels": dtypes.DT_INT64},
+    ),
     ("Unique", [np.int64([5, -1, 5, 7, -1])], {"T": dtypes.DT_INT64, "out_idx": dtypes.DT_INT64}),
     # Ties (the 2s, the 0.5s) go to the lower index, as in TF.
     (
@@ -257,6 +264,6 @@ def test_every_converter_checked():
     for case in EXTRA_CASES:
         if case[0] not in CONVERTED:
             test_extra_case(case)
-    graph_checked = GRAPH_CHECKED | WHOLE_GRAPH_CHECKED | RAISED_CHECKED
+    graph_checked = GRAPH_CHECKED | WHOLE_GRAPH_CHECKED | RAISED_CHECKED | GUARD_CHECKED
     unchecked = sorted(op for op in CONVERTERS if op not in CONVERTED and op not in graph_checked)
     assert not unchecked, f"converters with no passing case: {unchecked}"

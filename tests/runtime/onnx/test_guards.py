@@ -1,0 +1,224 @@
+"""Guards: where TF's kernels raise (a failed ``Assert``, an index out of range) and ONNX would not,
+the converted model says so and that run goes native, so the error is TF's own.
+
+Each graph runs natively and delegated on the same inputs: good inputs give the same outputs from
+onnxruntime (the cluster stays delegated), bad ones the native run's error, same type and text,
+with no warning logged (a bad request is the client's) and the cluster still delegated after.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx
+import pytest
+
+from apis.tensorflow.core.framework import graph_pb2
+from runtime import Graph, Session, dtypes, errors
+from runtime.onnx import DelegationOptions, convert_subgraph, runner_of
+from runtime.onnx.converter import GUARD, Signature
+from tests.runtime.onnx.test_loops import const, function, node
+
+F, I32, I64, B, S = dtypes.DT_FLOAT, dtypes.DT_INT32, dtypes.DT_INT64, dtypes.DT_BOOL, dtypes.DT_STRING
+# Converters these tests check (an Assert has no output a one-node model could compare).
+GUARD_CHECKED = frozenset({"Assert"})
+TABLE = np.arange(12, dtype=np.float32).reshape(4, 3)
+
+
+def _graph(*nodes, functions=()) -> Graph:
+    graph_def = graph_pb2.GraphDef()
+    graph_def.node.extend(nodes)
+    graph_def.library.function.extend(functions)
+    return Graph.from_graph_def(graph_def)
+
+
+def asserted() -> Graph:
+    """y = exp(x) + 1 once ``Assert(All(Shape(x) == Shape(z)))`` held, as TF1's dynamic_rnn
+    checks its sequence lengths (string message data, an Identity waiting on the Assert)."""
+    return _graph(
+        node("x", "Placeholder", dtype=F),
+        node("z", "Placeholder", dtype=F),
+        node("sx", "Shape", "x", T=F, out_type=I32),
+        node("sz", "Shape", "z", T=F, out_type=I32),
+        node("eq", "Equal", "sx", "sz", T=I32),
+        const("axes", [0]),
+        node("all", "All", "eq", "axes", Tidx=I32),
+        node("message", "Const", dtype=S, value=np.array(b"Expected the shape of z:")),
+        node("check", "Assert", "all", "message", "sx", T=[S, I32], summarize=3),
+        node("checked", "Identity", "x", "^check", T=F),
+        node("e", "Exp", "checked", T=F),
+        node("one", "Const", dtype=F, value=np.float32(1)),
+        node("y", "AddV2", "e", "one", T=F),
+    )
+
+
+def gathered() -> Graph:
+    """y = exp(x) + TABLE[i] (GatherV2 of a constant table at fed indices)."""
+    return _graph(
+        node("x", "Placeholder", dtype=F),
+        node("i", "Placeholder", dtype=I32),
+        node("table", "Const", dtype=F, value=TABLE),
+        const("axis", 0),
+        node("rows", "GatherV2", "table", "i", "axis", Tparams=F, Tindices=I32, Taxis=I32),
+        node("e", "Exp", "x", T=F),
+        node("y", "AddV2", "e", "rows", T=F),
+    )
+
+
+def cross_entropy() -> Graph:
+    """The mean sparse softmax cross entropy of logits = x W against fed labels."""
+    return _graph(
+        node("x", "Placeholder", dtype=F),
+        node("labels", "Placeholder", dtype=I64),
+        node("w", "Const", dtype=F, value=np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)),
+        node("logits", "MatMul", "x", "w", T=F),
+        node("xent", "SparseSoftmaxCrossEntropyWithLogits", "logits", "labels", T=F, Tlabels=I64),
+        const("axes", [0]),
+        node("y", "Mean", "xent", "axes", T=F, Tidx=I32),
+    )
+
+
+def looped() -> Graph:
+    """A While loop summing ``TABLE[k - t]`` for t < n: the index turns negative once t > k."""
+    cond = function(
+        "cond",
+        [("t", I32), ("k", I32), ("n", I32), ("acc", F)],
+        [("ok", B, "less:z:0")],
+        [node("less", "Less", "t", "n", T=I32)],
+    )
+    body = function(
+        "body",
+        [("t", I32), ("k", I32), ("n", I32), ("acc", F)],
+        [("t_out", I32, "next:z:0"), ("k_out", I32, "k"), ("n_out", I32, "n"), ("acc_out", F, "sum:z:0")],
+        [
+            node("index", "Sub", "k", "t", T=I32),
+            node("table", "Const", dtype=F, value=TABLE),
+            const("axis", 0),
+            node(
+                "row",
+                "GatherV2",
+                "table:output:0",
+                "index:z:0",
+                "axis:output:0",
+                Tparams=F,
+                Tindices=I32,
+                Taxis=I32,
+            ),
+            node("sum", "AddV2", "acc", "row:output:0", T=F),
+            const("one", 1),
+            node("next", "AddV2", "t", "one:output:0", T=I32),
+        ],
+    )
+    loop = node("loop", "While", "zero", "k", "n", "acc0", T=[I32, I32, I32, F])
+    loop.attr["cond"].func.name, loop.attr["body"].func.name = "cond", "body"
+    return _graph(
+        node("x", "Placeholder", dtype=F),
+        node("k", "Placeholder", dtype=I32),
+        node("n", "Placeholder", dtype=I32),
+        const("zero", 0),
+        node("acc0", "Exp", "x", T=F),
+        loop,
+        node("y", "Identity", "loop:3", T=F),
+        functions=[cond, body],
+    )
+
+
+def _both(graph_fn, feeds_list: list[dict], caplog):
+    """Per feeds: (native result or error, delegated result or error); the delegated session."""
+    native = Session(graph=graph_fn())
+    delegated = Session(graph=graph_fn())
+    fed = list(feeds_list[0])
+    report = delegated.delegate(DelegationOptions(min_cluster_ops=1), [(fed, ["y:0"])])
+    outcomes = []
+    for feeds in feeds_list:
+        pair = []
+        for session in (native, delegated):
+            try:
+                pair.append(session.run("y:0", feeds))
+            except errors.OpError as exc:
+                pair.append(exc)
+        outcomes.append(pair)
+    assert "failed on this run" not in caplog.text and "runs natively" not in caplog.text
+    assert not report.fallbacks, report.summary()
+    return outcomes, delegated, report
+
+
+def _assert_same(outcomes):
+    for want, got in outcomes:
+        if isinstance(want, Exception):
+            assert type(got) is type(want) and str(got) == str(want), (want, got)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _cluster_types(report) -> set[str]:
+    return {t for c in report.clusters for t in c.op_types}
+
+
+def test_assert_joins_the_cluster_and_a_failing_one_raises_tfs_error(caplog):
+    caplog.set_level(logging.INFO)
+    x = np.ones((2, 3), np.float32)
+    feeds = [{"x:0": x, "z:0": x}, {"x:0": x, "z:0": np.ones((3, 3), np.float32)}, {"x:0": x, "z:0": x}]
+    outcomes, session, report = _both(asserted, feeds, caplog)
+    _assert_same(outcomes)
+    assert {"Assert", "All", "Exp"} <= _cluster_types(report) and len(report.clusters) == 1, report.summary()
+    error = outcomes[1][1]
+    assert isinstance(error, errors.InvalidArgumentError)
+    assert str(error).startswith("assertion failed: [Expected the shape of z:] [2 3]"), str(error)
+    assert str(error).endswith("[[{{node check}}]]"), str(error)  # the model's node, not the cluster
+
+
+@pytest.mark.parametrize("bad", [[0, -1], [4, 0], [-5]])
+def test_gather_out_of_range_raises_tfs_error_and_good_indices_stay_in_onnxruntime(bad, caplog):
+    x = np.ones((len(bad), 3), np.float32)
+    good = np.int32(np.arange(len(bad)) % 4)
+    feeds = [{"x:0": x, "i:0": good}, {"x:0": x, "i:0": np.int32(bad)}, {"x:0": x, "i:0": good[::-1].copy()}]
+    outcomes, session, report = _both(gathered, feeds, caplog)
+    _assert_same(outcomes)
+    assert "is not in [0, 4)" in str(outcomes[1][1])
+    runner = runner_of(session.graph.get_operation_by_name(report.clusters[0].name))
+    assert runner._runs and not runner._native_only  # still delegated after the bad request
+
+
+def test_sparse_softmax_cross_entropy_guards_its_labels(caplog):
+    x = np.linspace(-2, 2, 15, dtype=np.float32).reshape(5, 3)
+    feeds = [
+        {"x:0": x, "labels:0": np.int64([0, 3, 1, 2, 3])},
+        {"x:0": x, "labels:0": np.int64([0, 4, 1, 2, 3])},
+    ]
+    feeds.append({"x:0": x, "labels:0": np.int64([0, -1, 1, 2, 3])})
+    outcomes, _, report = _both(cross_entropy, feeds, caplog)
+    _assert_same(outcomes)
+    assert "SparseSoftmaxCrossEntropyWithLogits" in _cluster_types(report), report.summary()
+    assert "outside the valid range of [0, 4)" in str(outcomes[1][0])
+
+
+def test_a_guard_in_a_loop_body_is_carried_out_of_the_loop(caplog):
+    x = np.zeros((3,), np.float32)
+    feeds = [
+        {"x:0": x, "k:0": np.int32(3), "n:0": np.int32(4)},  # indices 3, 2, 1, 0
+        {"x:0": x, "k:0": np.int32(1), "n:0": np.int32(3)},  # 1, 0, -1: TF raises at the third step
+        {"x:0": x, "k:0": np.int32(2), "n:0": np.int32(2)},
+    ]
+    outcomes, _, report = _both(looped, feeds, caplog)
+    _assert_same(outcomes)
+    assert "While" in _cluster_types(report), report.summary()
+    assert "indices = -1 is not in [0, 4)" in str(outcomes[1][0])
+
+
+def test_only_guards_that_can_fail_reach_the_model_and_unread_outputs_are_dropped():
+    def model(graph: Graph, inputs, outputs, signature) -> onnx.ModelProto:
+        return convert_subgraph(graph.as_graph_def(), inputs, outputs, signature)
+
+    fed = model(gathered(), ["x", "i"], ["y:0"], Signature((F, I32), (2, 1)))
+    assert fed.graph.output[-1].name == GUARD
+    in_range = gathered().as_graph_def()
+    for n in in_range.node:
+        if n.name == "i":
+            n.op = "Const"
+            n.attr["value"].tensor.CopyFrom(const("i", [3, 0]).attr["value"].tensor)
+    constant = convert_subgraph(in_range, ["x"], ["y:0"], Signature((F,), (2,)))
+    assert [o.name for o in constant.graph.output] == ["output_0"]  # known to hold: no guard
+    xent = model(cross_entropy(), ["x", "labels"], ["y:0"], Signature((F, I64), (2, 1)))
+    assert not {"OneHot", "Softmax"} & {n.op_type for n in xent.graph.node}  # the unread backprop

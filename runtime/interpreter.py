@@ -22,30 +22,39 @@ _SCRATCH = 0  # runtime.plan's scratch slot
 _monotonic = time.monotonic
 
 
-def direct_call(steps: tuple, feed_slots, fetch_slots, fetch_fed) -> Callable | None:
-    """``Plan.direct``, built with the plan: the single step called on the feeds it reads,
-    returning its outputs in fetch order as ``fetched`` makes them; None unless the plan is that
-    one step (deadness cannot arise then: no feed is dead, and the step's kernel is no TF1
+def direct_call(steps: tuple, feed_slots, fetch_slots, fetch_fed, constants=None) -> Callable | None:
+    """``Plan.direct``, built with the plan: the single step called on the feeds (and constants)
+    it reads, returning its outputs in fetch order as ``fetched`` makes them; None unless the plan
+    is that one step (deadness cannot arise then: no feed is dead, and the step's kernel is no TF1
     control-flow op)."""
     if len(steps) != 1 or any(fetch_fed):
         return None
     step = steps[0]
+    constants = constants or {}
     feed_index = {slot: i for i, slot in enumerate(feed_slots)}
     outs = step.outputs if step.multi else (step.outputs,)
     out_index = {slot: i for i, slot in enumerate(outs) if slot != _SCRATCH}
     if (
         step.accepts_dead
         or step.control_slot != _SCRATCH
-        or not all(slot in feed_index for slot in step.inputs)
+        or not all(slot in feed_index or slot in constants for slot in step.inputs)
         or not all(slot in out_index for slot in fetch_slots)
     ):
         return None
     call, op, multi = step.call, step.op, step.multi
-    args = tuple(feed_index[slot] for slot in step.inputs)
     picks = tuple(out_index[slot] for slot in fetch_slots)
     one = not multi and len(picks) == 1
-    first_only = args == (0,)
     in_order = multi and picks == tuple(range(len(outs)))
+    if all(slot in feed_index for slot in step.inputs):
+        args = tuple(feed_index[slot] for slot in step.inputs)
+        first_only = args == (0,)
+    else:  # constants among the inputs: the feeds and the constants in one list
+        first_only = False
+        extra = {slot: len(feed_slots) + i for i, slot in enumerate(constants)}
+        args = tuple(feed_index[slot] if slot in feed_index else extra[slot] for slot in step.inputs)
+        bound = list(constants.values())
+        call = _with_constants(call, args, bound)
+        args = tuple(range(len(feed_slots)))  # every feed, in order: ``with_constants`` picks
 
     def direct(feed_values: Sequence) -> list:
         try:
@@ -72,6 +81,16 @@ def direct_call(steps: tuple, feed_slots, fetch_slots, fetch_fed) -> Callable | 
     return direct
 
 
+def _with_constants(call: Callable, args: tuple, bound: list) -> Callable:
+    """``call`` of the feeds it is given with the plan's constants appended, in ``args`` order."""
+
+    def with_constants(*feed_values):
+        values = [*feed_values, *bound]
+        return call(*[values[i] for i in args])
+
+    return with_constants
+
+
 def run_plan(
     plan,
     feed_values: Sequence,
@@ -83,7 +102,7 @@ def run_plan(
     ``steps`` replaces ``plan.steps`` for a traced run (``instrument``); ``deadline``
     (``time.monotonic()`` seconds) is checked before every step: DeadlineExceededError.
     """
-    vals: list = [None] * plan.num_slots
+    vals: list = [None] * plan.num_slots if plan.initial is None else list(plan.initial)
     for slot, value in zip(plan.feed_slots, feed_values):
         vals[slot] = value
     dead: set[int] | None = None

@@ -83,6 +83,8 @@ class Plan:
     # The whole plan as one call of the feed values, where it is a single step from the feeds to
     # the fetches (a fully delegated model): no slots, no deadness (``_direct``).
     direct: Callable[[Sequence], list] | None = None
+    # Every slot's value before a run: constants' values (computed when the plan was built), else None.
+    initial: tuple | None = None
 
 
 def _deref(value):
@@ -136,6 +138,7 @@ class _Kernel(NamedTuple):
     multi: bool | None  # None: decide from the output count
     signature: OpSignature | None
     quiet: bool = False
+    constant: bool = False
 
 
 def _resolve(op: Operation, resources, functions) -> _Kernel | None:
@@ -150,7 +153,7 @@ def _resolve(op: Operation, resources, functions) -> _Kernel | None:
             call = definition.fn(**attrs)
         else:
             call = functools.partial(definition.fn, **attrs) if attrs else definition.fn
-        return _Kernel(call, definition.accepts_dead, None, op.signature, definition.quiet)
+        return _Kernel(call, definition.accepts_dead, None, op.signature, definition.quiet, definition.constant)
     if functions is not None and op.type in op.graph.functions:
         return _Kernel(functions.call_kernel(op), False, True, op.signature)
     return None
@@ -232,6 +235,7 @@ class _StepBuilder:
         self.ref_out: dict[Tensor, bool] = dict.fromkeys(ref_feeds, True)
         self.raw_steps: list[list] = []
         self.quiet_calls: set[Callable] = {_deref}  # step calls known to do no numpy math
+        self.constants: dict[int, object] = {}  # slot -> the value a constant op gives every run
 
     def new_slot(self) -> int:
         self.num_slots += 1
@@ -292,6 +296,10 @@ class _StepBuilder:
         )
         outputs = tuple(out_slots) if multi else (out_slots[0] if out_slots else _SCRATCH)
         call = _grouped(kernel.call, signature, op)
+        if kernel.constant and not op.control_inputs and op not in self.controlled and not multi:
+            if outputs != _SCRATCH:  # a value of the plan, no step (never dead: nothing gates it)
+                self.constants[outputs] = call()
+            return
         if kernel.quiet:
             self.quiet_calls.add(call)
         ctrl = self.control_slot.get(op, _SCRATCH)
@@ -344,6 +352,12 @@ def _finish(builder: _StepBuilder, feed_slots, fetch_slots, fetches) -> Plan:
         for i, (call, ins, multi, outs, accepts_dead, dead_ins, op, ctrl) in enumerate(raw_steps)
     )
     fetch_fed = tuple(t in builder.fed for t in fetches)
+    initial = None
+    if builder.constants:
+        initial = [None] * builder.num_slots
+        for slot, value in builder.constants.items():
+            initial[slot] = value
+        initial = tuple(initial)
     return Plan(
         steps=steps,
         num_slots=builder.num_slots,
@@ -351,5 +365,6 @@ def _finish(builder: _StepBuilder, feed_slots, fetch_slots, fetches) -> Plan:
         fetch_slots=fetch_slots,
         fetch_fed=fetch_fed,
         quiet=all(step.call in builder.quiet_calls for step in steps),
-        direct=direct_call(steps, feed_slots, fetch_slots, fetch_fed),
+        direct=direct_call(steps, feed_slots, fetch_slots, fetch_fed, builder.constants),
+        initial=initial,
     )

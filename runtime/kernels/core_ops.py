@@ -6,9 +6,10 @@ from runtime import dtypes, errors
 from runtime.kernels.registry import kernel
 
 
-@kernel("Const")
+@kernel("Const", constant=True)
 def const(*, value):
-    # Decoded once per plan; kernels never write into their inputs, so sharing it is safe.
+    # Decoded once per plan, and a plan's value from then on (no step): kernels never write into
+    # their inputs, so sharing it is safe.
     return value
 
 

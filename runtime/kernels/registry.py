@@ -44,6 +44,7 @@ class KernelDef:
     accepts_dead: bool = False
     quiet: bool = False
     per_node: bool = False
+    constant: bool = False  # no inputs, the same value every run: a plan computes it once
     attr_names: frozenset[str] = field(default_factory=frozenset)
     takes_all_attrs: bool = False
     needs_context: bool = False
@@ -78,6 +79,7 @@ def kernel(
     accepts_dead: bool = False,
     quiet: bool = False,
     per_node: bool = False,
+    constant: bool = False,
 ) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the numpy kernel of each TF op type named."""
 
@@ -92,6 +94,7 @@ def kernel(
             accepts_dead=accepts_dead,
             quiet=quiet,
             per_node=per_node,
+            constant=constant,
             attr_names=frozenset(keyword_only - {"ctx"}),
             takes_all_attrs=any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params),
             needs_context="ctx" in keyword_only,

@@ -1,7 +1,11 @@
 """Converters for TF's array ops: identity, shapes, reshaping, slicing, joining, gathering.
 
 Shape-valued inputs are int32 in TF and int64 in ONNX: converters cast them. ``Reshape`` uses
-``allowzero=1`` because a 0 in a TF shape means an empty dimension, never "copy this one".
+``allowzero=1`` because a 0 in a TF shape means an empty dimension, never "copy this one" --
+except where the shape is built from the input's own dimensions (``reshape(x, [tf.shape(x)[0],
+-1])``, as feature columns write it): ``Shape``, ``StridedSlice`` and ``Pack`` record which
+dimension each entry is (``Builder.dim_lists``), and such a Reshape takes a constant shape whose 0
+copies that dimension, so the shape's ops are not run at all.
 """
 
 from __future__ import annotations
@@ -48,11 +52,26 @@ def reshape(node: TFNode, b: Builder) -> str:
     x, shape = node.inputs
     const = node.const(1)
     rank = int(const.size) if const is not None else None
+    own = _own_dims(b, x, shape)
+    if own is not None:
+        return b.op("Reshape", [x, b.int64s(own, "shape")], allowzero=0, rank=len(own))
     if const is not None:
         shape = b.int64s(const.reshape(-1), "shape")
         if 0 in const and -1 in const:
             raise NotConvertible("Reshape with both 0 and -1 in its shape")
     return b.op("Reshape", [x, _int64(b, shape)], allowzero=0 if const is None else 1, rank=rank)
+
+
+def _own_dims(b: Builder, x: str, shape: str) -> list[int] | None:
+    """The shape as constants, 0 where an entry is x's own dimension at that position (ONNX's
+    "copy"), or None: an entry of another tensor or axis, a literal 0, or more than one -1."""
+    entries = b.dim_lists.get(shape)
+    if entries is None or not any(isinstance(e, tuple) for e in entries):
+        return None
+    own = [0 if e == (x, j) else e for j, e in enumerate(entries)]
+    if any(isinstance(e, tuple) for e in own) or own.count(-1) > 1 or 0 in entries:
+        return None
+    return own
 
 
 @converter("Transpose", const_inputs=(1,))
@@ -75,9 +94,16 @@ def pack(node: TFNode, b: Builder) -> str:
     out_rank = None if rank is None else rank + 1
     axes = b.int64s([axis], "axes")
     parts = [b.op("Unsqueeze", [x, axes], rank=out_rank) for x in node.inputs]
-    if len(parts) == 1:
-        return parts[0]
-    return b.op("Concat", parts, axis=axis, rank=out_rank)
+    packed = parts[0] if len(parts) == 1 else b.op("Concat", parts, axis=axis, rank=out_rank)
+    entries = [b.dims.get(x) or _scalar_int(b, x) for x in node.inputs]
+    if rank == 0 and None not in entries:  # a shape: which dimension (or number) each entry is
+        b.dim_lists[packed] = tuple(entries)
+    return packed
+
+
+def _scalar_int(b: Builder, name: str) -> int | None:
+    const = b.values[name].const
+    return int(const) if const is not None and const.ndim == 0 and const.dtype.kind in "iu" else None
 
 
 @converter("ExpandDims", const_inputs=(1,))
@@ -104,8 +130,12 @@ def squeeze(node: TFNode, b: Builder) -> str:
 
 @converter("Shape")
 def shape(node: TFNode, b: Builder) -> str:
-    found = b.op("Shape", [node.inputs[0]], rank=1, elem_type=TensorProto.INT64)
-    return b.cast(found, onnx_type(node.attr("out_type", dtypes.DT_INT32)))
+    x = node.inputs[0]
+    found = b.op("Shape", [x], rank=1, elem_type=TensorProto.INT64)
+    out = b.cast(found, onnx_type(node.attr("out_type", dtypes.DT_INT32)))
+    if b.rank(x) is not None:
+        b.dim_lists[out] = tuple((x, axis) for axis in range(b.rank(x)))
+    return out
 
 
 @converter("Size")
@@ -223,6 +253,11 @@ def strided_slice(node: TFNode, b: Builder) -> str:
             out += 1
         dim += 1
     x = node.inputs[0]
+    entries = b.dim_lists.get(x)
+    picked = None
+    if entries is not None and begin.size == 1 and masks["shrink_axis_mask"] == 1 and not ellipsis:
+        if not masks["new_axis_mask"] and -len(entries) <= int(begin[0]) < len(entries):
+            picked = entries[int(begin[0])]  # one entry of a shape: which dimension it is
     if spans["axes"]:
         x = b.op(
             "Slice", [x, *(b.int64s(spans[k], k) for k in ("starts", "ends", "axes", "steps"))], rank=rank
@@ -237,7 +272,10 @@ def strided_slice(node: TFNode, b: Builder) -> str:
         x = b.op(
             "Unsqueeze", [x, b.int64s(new_axes, "axes")], rank=None if rank is None else out + rank - dim
         )
-    return x if x != node.inputs[0] else b.op("Identity", [x])
+    result = x if x != node.inputs[0] else b.op("Identity", [x])
+    if isinstance(picked, tuple):
+        b.dims[result] = picked
+    return result
 
 
 def _slice_bounds(start: int, stop: int, step: int, bit: int, masks: dict) -> tuple[int, int, int]:

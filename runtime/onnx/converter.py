@@ -153,6 +153,10 @@ class Builder:
     library: Mapping = field(default_factory=dict)  # FunctionDefs by name (While bodies)
     lists: dict[str, ListInfo] = field(default_factory=dict)  # ONNX name -> TensorList facts
     margins: list[str] = field(default_factory=list)  # int64 scalars, < 0 where TF's kernels disagree
+    # Shapes as the graph computes them: a 1-D value's entries, each (ONNX value, axis) whose size
+    # it is or a known int; a scalar's (value, axis). ``Reshape`` turns them into constants.
+    dim_lists: dict[str, tuple] = field(default_factory=dict)
+    dims: dict[str, tuple[str, int]] = field(default_factory=dict)
     parent: Builder | None = None
     _count: int = 0
 
@@ -161,6 +165,8 @@ class Builder:
             values=ChainMap({}, self.values),
             library=self.library,
             lists=ChainMap({}, self.lists),
+            dim_lists=ChainMap({}, self.dim_lists),
+            dims=ChainMap({}, self.dims),
             parent=self,
         )
 

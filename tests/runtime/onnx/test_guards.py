@@ -4,6 +4,8 @@ the converted model says so and that run goes native, so the error is TF's own.
 Each graph runs natively and delegated on the same inputs: good inputs give the same outputs from
 onnxruntime (the cluster stays delegated), bad ones the native run's error, same type and text,
 with no warning logged (a bad request is the client's) and the cluster still delegated after.
+Last, the converters' other use of what the graph computes: a Reshape by the input's own
+dimensions (feature columns' ``reshape(x, [tf.shape(x)[0], -1])``) needs no shape ops at all.
 """
 
 from __future__ import annotations
@@ -222,3 +224,35 @@ def test_only_guards_that_can_fail_reach_the_model_and_unread_outputs_are_droppe
     assert [o.name for o in constant.graph.output] == ["output_0"]  # known to hold: no guard
     xent = model(cross_entropy(), ["x", "labels"], ["y:0"], Signature((F, I64), (2, 1)))
     assert not {"OneHot", "Softmax"} & {n.op_type for n in xent.graph.node}  # the unread backprop
+
+
+def reshaped(of: str) -> Graph:
+    """y = reshape(exp(x), [shape(<of>)[0], -1]): feature columns' batch-preserving reshape."""
+    return _graph(
+        node("x", "Placeholder", dtype=F),
+        node("z", "Placeholder", dtype=F),
+        node("e", "Exp", "x", T=F),
+        node("shape", "Shape", of, T=F, out_type=I32),
+        const("begin", [0]),
+        const("end", [1]),
+        const("stride", [1]),
+        node(
+            "batch", "StridedSlice", "shape", "begin", "end", "stride", T=I32, Index=I32, shrink_axis_mask=1
+        ),
+        const("rest", -1),
+        node("dims", "Pack", "batch", "rest", T=I32, N=2),
+        node("y", "Reshape", "e", "dims", T=F, Tshape=I32),
+    )
+
+
+@pytest.mark.parametrize("of", ["e", "z"])
+def test_reshape_by_the_inputs_own_dimension_takes_a_constant_shape(of, caplog):
+    x = np.linspace(0, 1, 24, dtype=np.float32).reshape(4, 3, 2)
+    feeds = [{"x:0": x, "z:0": x}, {"x:0": x, "z:0": x[:2]}]  # z's batch of 2: [2, 12] where of="z"
+    outcomes, _, _ = _both(lambda: reshaped(of), feeds, caplog)
+    _assert_same(outcomes)
+    assert outcomes[0][1].shape == (4, 6)
+    graph = reshaped(of)
+    model = convert_subgraph(graph.as_graph_def(), ["x", "z"], ["y:0"], Signature((F, F), (3, 3)))
+    shaped = "Shape" in {n.op_type for n in model.graph.node}
+    assert shaped == (of == "z")  # the input's own batch: no shape ops; another tensor's: computed

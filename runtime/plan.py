@@ -153,7 +153,9 @@ def _resolve(op: Operation, resources, functions) -> _Kernel | None:
             call = definition.fn(**attrs)
         else:
             call = functools.partial(definition.fn, **attrs) if attrs else definition.fn
-        return _Kernel(call, definition.accepts_dead, None, op.signature, definition.quiet, definition.constant)
+        return _Kernel(
+            call, definition.accepts_dead, None, op.signature, definition.quiet, definition.constant
+        )
     if functions is not None and op.type in op.graph.functions:
         return _Kernel(functions.call_kernel(op), False, True, op.signature)
     return None

@@ -21,7 +21,30 @@ _INT64_MIN = np.iinfo(np.int64).min
 
 
 def _int64(b: Builder, name: str) -> str:
-    return b.cast(name, TensorProto.INT64)
+    """A shape-valued input as int64; one built from tensors' dimensions (``Builder.dim_lists``) is
+    rebuilt from ``Shape(t, start, end)`` slices and constants: two or three nodes where the graph
+    wrote seven (Shape, Cast, Slice, Squeeze per entry, Unsqueeze, Concat, Cast)."""
+    entries = b.dim_lists.get(name)
+    if entries is None or not any(isinstance(e, tuple) for e in entries):
+        return b.cast(name, TensorProto.INT64)
+    parts, run = [], []  # run: consecutive axes of one tensor, or consecutive numbers
+    for entry in [*entries, None]:
+        if run and (
+            entry is None
+            or type(entry) is not type(run[-1])
+            or (isinstance(entry, tuple) and (entry[0] != run[-1][0] or entry[1] != run[-1][1] + 1))
+        ):
+            if isinstance(run[0], tuple):
+                start, end = run[0][1], run[-1][1] + 1
+                parts.append(
+                    b.op("Shape", [run[0][0]], start=start, end=end, rank=1, elem_type=TensorProto.INT64)
+                )
+            else:
+                parts.append(b.int64s(run, "dims"))
+            run = []
+        if entry is not None:
+            run.append(entry)
+    return parts[0] if len(parts) == 1 else b.op("Concat", parts, axis=0, rank=1)
 
 
 @converter("Identity", "StopGradient", "PreventGradient", "Snapshot", lists=True)

@@ -2,10 +2,8 @@
 
 Shape-valued inputs are int32 in TF and int64 in ONNX: converters cast them. ``Reshape`` uses
 ``allowzero=1`` because a 0 in a TF shape means an empty dimension, never "copy this one" --
-except where the shape is built from the input's own dimensions (``reshape(x, [tf.shape(x)[0],
--1])``, as feature columns write it): ``Shape``, ``StridedSlice`` and ``Pack`` record which
-dimension each entry is (``Builder.dim_lists``), and such a Reshape takes a constant shape whose 0
-copies that dimension, so the shape's ops are not run at all.
+except where the shape is built from the input's own dimensions: see ``shape_values.py``, which
+the shape ops here tell what each entry of a shape is.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ import numpy as np
 from onnx import TensorProto
 
 from runtime import dtypes
+from runtime.onnx import shape_values
 from runtime.onnx.converter import Builder, NotConvertible, TFNode, converter, onnx_type
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -21,30 +20,7 @@ _INT64_MIN = np.iinfo(np.int64).min
 
 
 def _int64(b: Builder, name: str) -> str:
-    """A shape-valued input as int64; one built from tensors' dimensions (``Builder.dim_lists``) is
-    rebuilt from ``Shape(t, start, end)`` slices and constants: two or three nodes where the graph
-    wrote seven (Shape, Cast, Slice, Squeeze per entry, Unsqueeze, Concat, Cast)."""
-    entries = b.dim_lists.get(name)
-    if entries is None or not any(isinstance(e, tuple) for e in entries):
-        return b.cast(name, TensorProto.INT64)
-    parts, run = [], []  # run: consecutive axes of one tensor, or consecutive numbers
-    for entry in [*entries, None]:
-        if run and (
-            entry is None
-            or type(entry) is not type(run[-1])
-            or (isinstance(entry, tuple) and (entry[0] != run[-1][0] or entry[1] != run[-1][1] + 1))
-        ):
-            if isinstance(run[0], tuple):
-                start, end = run[0][1], run[-1][1] + 1
-                parts.append(
-                    b.op("Shape", [run[0][0]], start=start, end=end, rank=1, elem_type=TensorProto.INT64)
-                )
-            else:
-                parts.append(b.int64s(run, "dims"))
-            run = []
-        if entry is not None:
-            run.append(entry)
-    return parts[0] if len(parts) == 1 else b.op("Concat", parts, axis=0, rank=1)
+    return shape_values.as_int64(b, name)
 
 
 @converter("Identity", "StopGradient", "PreventGradient", "Snapshot", lists=True)
@@ -75,9 +51,11 @@ def reshape(node: TFNode, b: Builder) -> str:
     x, shape = node.inputs
     const = node.const(1)
     rank = int(const.size) if const is not None else None
-    own = _own_dims(b, x, shape)
-    if own is not None:
-        return b.op("Reshape", [x, b.int64s(own, "shape")], allowzero=0, rank=len(own))
+    form = shape_values.reshape_form(b, x, shape)
+    if form is not None and form[0] == "flatten":
+        return b.op("Flatten", [x], axis=form[1], rank=2)
+    if form is not None:
+        return b.op("Reshape", [x, b.int64s(form[1], "shape")], allowzero=0, rank=len(form[1]))
     if const is not None:
         shape = b.int64s(const.reshape(-1), "shape")
         if 0 in const and -1 in const:
@@ -85,21 +63,13 @@ def reshape(node: TFNode, b: Builder) -> str:
     return b.op("Reshape", [x, _int64(b, shape)], allowzero=0 if const is None else 1, rank=rank)
 
 
-def _own_dims(b: Builder, x: str, shape: str) -> list[int] | None:
-    """The shape as constants, 0 where an entry is x's own dimension at that position (ONNX's
-    "copy"), or None: an entry of another tensor or axis, a literal 0, or more than one -1."""
-    entries = b.dim_lists.get(shape)
-    if entries is None or not any(isinstance(e, tuple) for e in entries):
-        return None
-    own = [0 if e == (x, j) else e for j, e in enumerate(entries)]
-    if any(isinstance(e, tuple) for e in own) or own.count(-1) > 1 or 0 in entries:
-        return None
-    return own
-
-
 @converter("Transpose", const_inputs=(1,))
 def transpose(node: TFNode, b: Builder) -> str:
     perm = [int(p) for p in node.const_required(1).reshape(-1)]
+    if perm == list(range(len(perm))):
+        out = b.op("Identity", [node.inputs[0]])
+        shape_values.record_same_shape(b, out, node.inputs[0])
+        return out
     return b.op("Transpose", [node.inputs[0]], perm=perm, rank=len(perm))
 
 
@@ -107,7 +77,10 @@ def transpose(node: TFNode, b: Builder) -> str:
 def concat_v2(node: TFNode, b: Builder) -> str:
     *values, _ = node.inputs
     axis = int(np.asarray(node.const_required(len(node.inputs) - 1)).reshape(()))
-    return b.op("Concat", values, axis=axis)
+    out = b.op("Concat", values, axis=axis)
+    if axis in (0, -1) and all(b.rank(v) == 1 for v in values):
+        shape_values.record_concat(b, out, values)
+    return out
 
 
 @converter("Pack")
@@ -118,15 +91,9 @@ def pack(node: TFNode, b: Builder) -> str:
     axes = b.int64s([axis], "axes")
     parts = [b.op("Unsqueeze", [x, axes], rank=out_rank) for x in node.inputs]
     packed = parts[0] if len(parts) == 1 else b.op("Concat", parts, axis=axis, rank=out_rank)
-    entries = [b.dims.get(x) or _scalar_int(b, x) for x in node.inputs]
-    if rank == 0 and None not in entries:  # a shape: which dimension (or number) each entry is
-        b.dim_lists[packed] = tuple(entries)
+    if rank == 0:
+        shape_values.record_pack(b, packed, node.inputs)
     return packed
-
-
-def _scalar_int(b: Builder, name: str) -> int | None:
-    const = b.values[name].const
-    return int(const) if const is not None and const.ndim == 0 and const.dtype.kind in "iu" else None
 
 
 @converter("ExpandDims", const_inputs=(1,))
@@ -156,8 +123,7 @@ def shape(node: TFNode, b: Builder) -> str:
     x = node.inputs[0]
     found = b.op("Shape", [x], rank=1, elem_type=TensorProto.INT64)
     out = b.cast(found, onnx_type(node.attr("out_type", dtypes.DT_INT32)))
-    if b.rank(x) is not None:
-        b.dim_lists[out] = tuple((x, axis) for axis in range(b.rank(x)))
+    shape_values.record_shape(b, out, x)
     return out
 
 
@@ -205,12 +171,18 @@ def gather_v2(node: TFNode, b: Builder) -> str:
     table = b.values[params].const
     if table is not None and -table.ndim <= axis < table.ndim:
         b.guard_in_range(indices, int(table.shape[axis]))
+    elif axis == 0 and params in b.dim_lists:  # a shape: as long as its tensor's rank
+        b.guard_in_range(indices, len(b.dim_lists[params]))
     else:
         shape = b.op("Shape", [params], rank=1, elem_type=TensorProto.INT64)
         b.guard_in_range(
             indices, b.op("Gather", [shape, b.int64s(axis % ranks[0] if ranks[0] else axis)], rank=0)
         )
-    return b.op("Gather", [params, indices], axis=axis, rank=rank, elem_type=node.elem_type(0))
+    out = b.op("Gather", [params, indices], axis=axis, rank=rank, elem_type=node.elem_type(0))
+    known = b.values[indices].const
+    if known is not None and axis == 0 and known.ndim <= 1:  # entries of a shape
+        shape_values.record_pick(b, out, params, known, scalar=known.ndim == 0)
+    return out
 
 
 @converter("Slice", const_inputs=(1, 2))
@@ -276,11 +248,6 @@ def strided_slice(node: TFNode, b: Builder) -> str:
             out += 1
         dim += 1
     x = node.inputs[0]
-    entries = b.dim_lists.get(x)
-    picked = None
-    if entries is not None and begin.size == 1 and masks["shrink_axis_mask"] == 1 and not ellipsis:
-        if not masks["new_axis_mask"] and -len(entries) <= int(begin[0]) < len(entries):
-            picked = entries[int(begin[0])]  # one entry of a shape: which dimension it is
     if spans["axes"]:
         x = b.op(
             "Slice", [x, *(b.int64s(spans[k], k) for k in ("starts", "ends", "axes", "steps"))], rank=rank
@@ -296,8 +263,8 @@ def strided_slice(node: TFNode, b: Builder) -> str:
             "Unsqueeze", [x, b.int64s(new_axes, "axes")], rank=None if rank is None else out + rank - dim
         )
     result = x if x != node.inputs[0] else b.op("Identity", [x])
-    if isinstance(picked, tuple):
-        b.dims[result] = picked
+    if begin.size == 1 and masks["shrink_axis_mask"] == 1 and not ellipsis and not masks["new_axis_mask"]:
+        shape_values.record_pick(b, result, node.inputs[0], begin, scalar=True)  # one entry of a shape
     return result
 
 

@@ -153,10 +153,11 @@ class Builder:
     library: Mapping = field(default_factory=dict)  # FunctionDefs by name (While bodies)
     lists: dict[str, ListInfo] = field(default_factory=dict)  # ONNX name -> TensorList facts
     margins: list[str] = field(default_factory=list)  # int64 scalars, < 0 where TF's kernels disagree
-    # Shapes as the graph computes them: a 1-D value's entries, each (ONNX value, axis) whose size
-    # it is or a known int; a scalar's (value, axis). ``Reshape`` turns them into constants.
+    # What shape values are (``shape_values.py``): a 1-D value's entries, each a number or the
+    # product of dimensions start:end of an ONNX value, (value, start, end); a scalar's entry.
     dim_lists: dict[str, tuple] = field(default_factory=dict)
-    dims: dict[str, tuple[str, int]] = field(default_factory=dict)
+    dims: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    same_shape: dict[str, str] = field(default_factory=dict)  # value -> an earlier value of its shape
     parent: Builder | None = None
     _count: int = 0
 
@@ -167,6 +168,7 @@ class Builder:
             lists=ChainMap({}, self.lists),
             dim_lists=ChainMap({}, self.dim_lists),
             dims=ChainMap({}, self.dims),
+            same_shape=ChainMap({}, self.same_shape),
             parent=self,
         )
 

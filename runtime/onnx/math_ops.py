@@ -11,6 +11,7 @@ import numpy as np
 from onnx import TensorProto
 
 from runtime import dtypes
+from runtime.onnx import shape_values
 from runtime.onnx.converter import FLOAT_TYPES, Builder, NotConvertible, TFNode, converter, onnx_type
 
 FLOATS = tuple(FLOAT_TYPES)
@@ -217,7 +218,10 @@ def _reduce(node: TFNode, b: Builder, x: str | None = None, onnx_op: str | None 
         count = len(set(axes_value.tolist()))
         out_rank = None if rank is None else (rank if keep or count == 0 else rank - count)
     onnx_op = onnx_op or _REDUCE[node.type]
-    return b.op(onnx_op, [x, axes_input], keepdims=keep, noop_with_empty_axes=1, rank=out_rank)
+    out = b.op(onnx_op, [x, axes_input], keepdims=keep, noop_with_empty_axes=1, rank=out_rank)
+    if node.type == "Prod" and rank == 1 and not keep and const is not None:  # a shape's product
+        shape_values.record_product(b, out, x)
+    return out
 
 
 for _op in _REDUCE:

@@ -259,3 +259,41 @@ def test_reshape_by_the_inputs_own_dimension_takes_a_constant_shape(of, caplog):
         assert "Shape" not in types, types
     else:  # another tensor's: Shape(z, 0, 1) and the -1 joined, not the graph's seven ops
         assert types == {"Exp", "Shape", "Concat", "Reshape", "Identity"}, types
+
+
+def tensordot() -> Graph:
+    """Keras' Dense on a 3-D x: flatten by products of x's dimensions, MatMul, reshape back."""
+    w = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    return _graph(
+        node("x", "Placeholder", dtype=F),
+        node("shape", "Shape", "x", T=F, out_type=I32),
+        const("free", [0, 1]),
+        const("contracted", [2]),
+        const("axis", 0),
+        node("free_dims", "GatherV2", "shape", "free", "axis", Tparams=I32, Tindices=I32, Taxis=I32),
+        node(
+            "contracted_dims", "GatherV2", "shape", "contracted", "axis", Tparams=I32, Tindices=I32, Taxis=I32
+        ),
+        const("axes", [0]),
+        node("rows", "Prod", "free_dims", "axes", T=I32, Tidx=I32),
+        node("depth", "Prod", "contracted_dims", "axes", T=I32, Tidx=I32),
+        node("flat_shape", "Pack", "rows", "depth", T=I32, N=2),
+        const("perm", [0, 1, 2]),
+        node("moved", "Transpose", "x", "perm", T=F, Tperm=I32),
+        node("flat", "Reshape", "moved", "flat_shape", T=F, Tshape=I32),
+        node("w", "Const", dtype=F, value=w),
+        node("mm", "MatMul", "flat", "w", T=F),
+        const("units", [4]),
+        node("out_shape", "ConcatV2", "free_dims", "units", "axis", T=I32, N=2, Tidx=I32),
+        node("y", "Reshape", "mm", "out_shape", T=F, Tshape=I32),
+    )
+
+
+def test_keras_tensordot_reshapes_become_flatten_and_a_sliced_shape(caplog):
+    x = np.linspace(-1, 1, 30, dtype=np.float32).reshape(3, 5, 2)
+    outcomes, _, _ = _both(tensordot, [{"x:0": x}, {"x:0": x[:1, :2]}], caplog)
+    _assert_same(outcomes)
+    assert outcomes[0][1].shape == (3, 5, 4)
+    model = convert_subgraph(tensordot().as_graph_def(), ["x"], ["y:0"], Signature((F,), (3,)))
+    types = [n.op_type for n in model.graph.node]
+    assert "Flatten" in types and not {"Gather", "ReduceProd", "Cast", "Transpose"} & set(types), types

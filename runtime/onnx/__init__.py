@@ -1,7 +1,8 @@
 """onnxruntime delegation: clusters of TF ops converted to ONNX and run by onnxruntime.
 
 Importing this package registers every converter (``math_ops``, ``array_ops``, ``nn_ops``,
-``list_ops``, ``logging_ops``, ``control_flow_ops`` with ``rnn_ops``' fused loops) and the ``_OrtCluster`` kernel. ``delegate(session, options, roots)`` rewrites a loaded Session's graph
+``list_ops``, ``logging_ops``, ``control_flow_ops`` with ``rnn_ops``' fused loops, ``cond_ops``)
+and the ``_OrtCluster`` kernel. ``delegate(session, options, roots)`` rewrites a loaded Session's graph
 once (``Session.delegate`` and ``loader.load_saved_model(..., delegation=...)`` call it); the
 returned ``DelegationReport`` says what runs where. Only this package imports onnx and
 onnxruntime.
@@ -9,6 +10,7 @@ onnxruntime.
 
 from runtime.onnx import (  # noqa: F401 - registers
     array_ops,
+    cond_ops,
     control_flow_ops,
     list_ops,
     logging_ops,

@@ -51,7 +51,13 @@ def while_reason(node, library) -> str | None:
     """``loop_reason`` of a While NodeDef whose functions are in ``library``."""
     if node.op not in WHILE_OPS:
         return f"{node.op} is not a While"
-    for key in ("cond", "body"):
+    return functions_reason(node, library, ("cond", "body"), row_index)
+
+
+def functions_reason(node, library, keys, exempt=None) -> str | None:
+    """Why the functions ``node`` names by the attrs ``keys`` cannot all convert (None: they
+    can); ``exempt(op, body)``: an op that need not convert itself (a While's row reads)."""
+    for key in keys:
         fdef = library.get(node.attr[key].func.name)
         if fdef is None or fdef.signature.attr:
             return f"{key} function is missing or polymorphic"
@@ -70,7 +76,7 @@ def while_reason(node, library) -> str | None:
                     return f"{key} function: {inner.name} is a constant ONNX lacks"
                 continue
             why = partition.reason(inner)
-            if why is not None and row_index(inner, body) is None:
+            if why is not None and (exempt is None or exempt(inner, body) is None):
                 return f"{key} function: {inner.type} {inner.name}: {why}"
     return None
 
@@ -213,7 +219,7 @@ def _scannable(info) -> bool:
     return info.num_elements is not None or info.length is not None
 
 
-def _convert_function(
+def convert_function(
     b: Builder, body: FunctionBody, args: dict[int, str], roots, skip=(), hoisted=None, variant=None
 ) -> dict:
     """Converts the ops of ``body`` that ``roots`` need into ``b``; ONNX name per TF tensor.
@@ -318,7 +324,7 @@ def _rank(b: Builder, name: str) -> int | None:
 
 
 def _condition(b: Builder, cond: FunctionBody, args: dict[int, str]) -> str:
-    result = _convert_function(b, cond, args, [cond.rets[0]])[cond.rets[0].name]
+    result = convert_function(b, cond, args, [cond.rets[0]])[cond.rets[0].name]
     if b.elem_type(result) != TensorProto.BOOL or _rank(b, result) not in (0, None):
         raise NotConvertible("While condition is not a boolean scalar")
     if b.rank(result) == 0:
@@ -326,7 +332,7 @@ def _condition(b: Builder, cond: FunctionBody, args: dict[int, str]) -> str:
     return b.op("Reshape", [result, b.int64s(np.zeros(0, np.int64))], rank=0)
 
 
-def _body(b: Builder, func) -> FunctionBody:
+def function_body(b: Builder, func) -> FunctionBody:
     fdef = b.library.get(func.name)
     if fdef is None:
         raise NotConvertible(f"function {func.name} is not in the cluster's library")
@@ -336,7 +342,7 @@ def _body(b: Builder, func) -> FunctionBody:
 @converter("While", "StatelessWhile", num_outputs=None, lists=True, check=loop_reason)
 def while_(node: TFNode, b: Builder) -> list[str | None]:
     """One ``Loop``: see the module docstring for the roles of the loop variables."""
-    cond, body = _body(b, node.attr("cond")), _body(b, node.attr("body"))
+    cond, body = function_body(b, node.attr("cond")), function_body(b, node.attr("body"))
     inits = list(node.inputs)
     roles = [_role(body, cond, inits, b, i) for i in range(len(inits))]
     for fused in FUSED_LOOPS:
@@ -368,7 +374,7 @@ def while_(node: TFNode, b: Builder) -> list[str | None]:
     roots = [body.rets[i] for i in carried] + [w.inputs[2] for w in writers]
     hoisted = _hoisted(b, body, inits, roles, roots)
     variant = {body.args[i].name for i in carried}
-    mapped = _convert_function(sb, body, args, roots, writers, hoisted, variant)
+    mapped = convert_function(sb, body, args, roots, writers, hoisted, variant)
     next_args = {i: inits[i] for i, r in enumerate(roles) if r.kind == "invariant"}
     next_args.update({i: mapped[body.rets[i].name] for i in carried})
     steps = trip_count(b, body, cond, inits, roles)
@@ -380,7 +386,7 @@ def while_(node: TFNode, b: Builder) -> list[str | None]:
     results += [next_args[i] for i in carried]
     guard = _carry_guards(b, sb, graph_inputs, results)
     results += [mapped[w.inputs[2].name] for w in writers]
-    graph = helper.make_graph(sb.nodes, b.fresh(node.name), graph_inputs, _body_outputs(sb, results))
+    graph = helper.make_graph(sb.nodes, b.fresh(node.name), graph_inputs, body_outputs(sb, results))
     finals = [b.fresh("final") for _ in carried]
     stacked = [b.fresh("scan") for _ in writers]
     loop_inputs = [steps or "", first, *[inits[i] for i in carried]]
@@ -419,7 +425,7 @@ def _carry_guards(b: Builder, sb: Builder, graph_inputs: list, results: list[str
     return b.fresh("guard_final")
 
 
-def _body_outputs(sb: Builder, results: list[str]) -> list:
+def body_outputs(sb: Builder, results: list[str]) -> list:
     """The body graph's outputs: its own node outputs as they are (an Identity per step costs
     time), an Identity where a result is an input, an outer value or already an output."""
     produced = {name for n in sb.nodes for name in n.output}

@@ -3,6 +3,7 @@
 Steps, each a pure function of the one before except where the Session's variables are read:
 
 1. ``inline_calls``: TF2 call nodes whose bodies only compute become their bodies;
+   ``raise_conds``: regular TF1 conds become functional If nodes (first: a loop holding one is regular);
    ``raise_frames``: regular TF1 while loops become functional While nodes (TensorArrays as TensorLists);
    ``freeze_loop_variables``: read-only variables a While takes become constants of its body;
    ``delegate_functions``: While/If bodies that stay functions get delegated copies (a While
@@ -52,6 +53,7 @@ from runtime.onnx.indicator_fusion import fuse_indicator_columns
 from runtime.onnx.inline import inline_calls
 from runtime.onnx.loop_variables import freeze_loop_variables
 from runtime.onnx.options import DelegationOptions
+from runtime.onnx.raise_conds import raise_conds
 from runtime.onnx.raise_frames import raise_frames
 from runtime.onnx.report import BOOKKEEPING, ClusterSummary, DelegationReport, estimate_flops
 from runtime.op_def import op_signature
@@ -80,6 +82,7 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     body_clusters: list[ClusterSummary] = []
     body_native: dict[str, tuple[str, str]] = {}
     graph_def, library = inline_calls(original.as_graph_def(), original.functions), original.functions
+    graph_def, library = raise_conds(graph_def, library)
     graph_def, library = raise_frames(graph_def, library)
     if options.freeze_variables:
         values = loop_variable_values(graph_def, library, signatures, session.resources)

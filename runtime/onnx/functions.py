@@ -19,6 +19,7 @@ from apis.tensorflow.core.framework import function_pb2, graph_pb2
 from runtime.function import instantiate
 from runtime.graph import Graph
 from runtime.onnx import partition
+from runtime.onnx.cond_ops import IF_OPS, branches_reason
 from runtime.onnx.control_flow_ops import WHILE_OPS, while_reason
 from runtime.onnx.inline import inline_calls
 
@@ -71,6 +72,8 @@ def _point_at(nodes, library: Mapping, rewrite: Callable[[str], str], whole_loop
             continue
         if whole_loops and node.op in WHILE_OPS and while_reason(node, library) is None:
             continue
+        if whole_loops and node.op in IF_OPS and branches_reason(node, library) is None:
+            continue  # converts whole, as one ONNX If: its branches stay as they are
         for value in node.attr.values():
             funcs = [value.func] if value.WhichOneof("value") == "func" else list(value.list.func)
             for func in funcs:

@@ -24,6 +24,7 @@ from tests.runtime import test_op_records as records_test
 from tests.runtime.onnx.test_direct_plans import WHOLE_GRAPH_CHECKED
 from tests.runtime.onnx.test_guards import GUARD_CHECKED
 from tests.runtime.onnx.test_loops import GRAPH_CHECKED
+from tests.runtime.onnx.test_raise_conds import IF_CHECKED
 from tests.runtime.onnx.test_raise_frames import RAISED_CHECKED
 from tests.runtime.op_records import RECORDS
 
@@ -264,6 +265,6 @@ def test_every_converter_checked():
     for case in EXTRA_CASES:
         if case[0] not in CONVERTED:
             test_extra_case(case)
-    graph_checked = GRAPH_CHECKED | WHOLE_GRAPH_CHECKED | RAISED_CHECKED | GUARD_CHECKED
+    graph_checked = GRAPH_CHECKED | WHOLE_GRAPH_CHECKED | RAISED_CHECKED | GUARD_CHECKED | IF_CHECKED
     unchecked = sorted(op for op in CONVERTERS if op not in CONVERTED and op not in graph_checked)
     assert not unchecked, f"converters with no passing case: {unchecked}"

@@ -158,6 +158,7 @@ class Builder:
     dim_lists: dict[str, tuple] = field(default_factory=dict)
     dims: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     same_shape: dict[str, str] = field(default_factory=dict)  # value -> an earlier value of its shape
+    nchw: dict[str, str] = field(default_factory=dict)  # NHWC value -> its NCHW twin (layout.py)
     parent: Builder | None = None
     _count: int = 0
 
@@ -169,6 +170,7 @@ class Builder:
             dim_lists=ChainMap({}, self.dim_lists),
             dims=ChainMap({}, self.dims),
             same_shape=ChainMap({}, self.same_shape),
+            nchw=ChainMap({}, self.nchw),
             parent=self,
         )
 
@@ -202,7 +204,12 @@ class Builder:
         domain: str = "",
         **attrs,
     ) -> str | list[str]:
-        """Adds one node; its outputs' rank defaults to the largest input rank (broadcasting)."""
+        """Adds one node; its outputs' rank defaults to the largest input rank (broadcasting).
+        Arithmetic on constants is done here instead (``_folded``): per-channel factors computed
+        from variables stay visible as constants to later converters."""
+        folded = _folded(self, op_type, inputs, attrs) if outputs == 1 and not domain else None
+        if folded is not None:
+            return self.const(folded, op_type.lower())
         names = [self.fresh(op_type) for _ in range(outputs)]
         self.nodes.append(helper.make_node(op_type, list(inputs), names, domain=domain or None, **attrs))
         known = [self.values[i] for i in inputs if i]
@@ -432,3 +439,55 @@ def _subgraph_reads(node) -> set[str]:
                 found.update(inner.input)
                 found.update(_subgraph_reads(inner))
     return found
+
+
+_ARITHMETIC = {
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Div": np.divide,
+    "Sqrt": np.sqrt,
+    "Reciprocal": np.reciprocal,
+    "Neg": np.negative,
+}
+_FOLD_ELEMENTS = 1 << 16  # bigger results stay nodes: onnxruntime folds those itself
+
+
+def _folded(b: Builder, op_type: str, inputs, attrs) -> np.ndarray | None:
+    """The value of float arithmetic (IEEE float ops: numpy's result is onnxruntime's) or of a
+    reshaping of constants, or None."""
+    values = [b.values[name].const if name else None for name in inputs]
+    if not inputs or any(v is None for v in values):
+        return None
+    if op_type in ("Reshape", "Squeeze", "Unsqueeze") and values[0].size <= _FOLD_ELEMENTS:
+        return _reshaped(op_type, values, attrs)
+    fn = _ARITHMETIC.get(op_type)
+    if fn is None or attrs:
+        return None
+    if any(v is None or v.dtype.kind != "f" for v in values) or len({v.dtype for v in values}) != 1:
+        return None
+    if int(np.prod(np.broadcast_shapes(*[v.shape for v in values]))) > _FOLD_ELEMENTS:
+        return None
+    with np.errstate(all="ignore"):
+        return np.asarray(fn(*values), dtype=values[0].dtype)
+
+
+def _reshaped(op_type: str, values: list, attrs: dict) -> np.ndarray | None:
+    x = values[0]
+    if op_type == "Reshape":
+        shape = [int(d) for d in values[1].reshape(-1)]
+        if not attrs.get("allowzero", 0):
+            shape = [x.shape[i] if d == 0 and i < x.ndim else d for i, d in enumerate(shape)]
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            return None  # onnxruntime says so at run time, as before
+    axes = [int(a) for a in values[1].reshape(-1)] if len(values) > 1 else None
+    try:
+        if op_type == "Squeeze":
+            return np.squeeze(x, axis=None if axes is None else tuple(axes))
+        if axes is None:
+            return None
+        return np.expand_dims(x, tuple(a % (x.ndim + len(axes)) for a in axes))
+    except ValueError:
+        return None

@@ -11,7 +11,7 @@ import numpy as np
 from onnx import TensorProto
 
 from runtime import dtypes
-from runtime.onnx import shape_values
+from runtime.onnx import layout, shape_values
 from runtime.onnx.converter import FLOAT_TYPES, Builder, NotConvertible, TFNode, converter, onnx_type
 
 FLOATS = tuple(FLOAT_TYPES)
@@ -60,7 +60,8 @@ _REDUCE = {
 
 
 def _binary(node: TFNode, b: Builder) -> str:
-    return b.op(_BINARY[node.type], node.inputs)
+    op_type = _BINARY[node.type]
+    return layout.channelwise(b, op_type, *node.inputs) or b.op(op_type, node.inputs)
 
 
 for _op in _BINARY:
@@ -89,7 +90,8 @@ def floor_mod(node: TFNode, b: Builder) -> str:
 
 
 def _float_unary(node: TFNode, b: Builder) -> str:
-    return b.op(_FLOAT_UNARY[node.type], node.inputs)
+    op_type = _FLOAT_UNARY[node.type]
+    return layout.unary(b, op_type, node.inputs[0]) or b.op(op_type, node.inputs)
 
 
 for _op in _FLOAT_UNARY:
@@ -218,6 +220,9 @@ def _reduce(node: TFNode, b: Builder, x: str | None = None, onnx_op: str | None 
         count = len(set(axes_value.tolist()))
         out_rank = None if rank is None else (rank if keep or count == 0 else rank - count)
     onnx_op = onnx_op or _REDUCE[node.type]
+    pooled = layout.global_pool(b, onnx_op, x, const, keep)
+    if pooled is not None:
+        return pooled
     out = b.op(onnx_op, [x, axes_input], keepdims=keep, noop_with_empty_axes=1, rank=out_rank)
     if node.type == "Prod" and rank == 1 and not keep and const is not None:  # a shape's product
         shape_values.record_product(b, out, x)

@@ -1,8 +1,8 @@
 """Converters for TF's nn ops: activations, bias, softmax and its loss, convolution, pooling, batch norm.
 
 TF's default layout is NHWC, ONNX's Conv and pooling are NCHW: an NHWC op becomes
-Transpose -> op -> Transpose, and onnxruntime's transpose optimizer cancels the pairs between
-consecutive ops. ``padding="SAME"`` is ONNX's ``SAME_UPPER`` (extra padding at the end).
+Transpose -> op -> Transpose, and the ops between convolutions (bias, batch norm, activation,
+pooling) run on the NCHW values (``layout.py``), so the Transposes between them go. ``padding="SAME"`` is ONNX's ``SAME_UPPER`` (extra padding at the end).
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from runtime import dtypes
+from runtime.onnx import layout
 from runtime.onnx.converter import FLOAT_TYPES, Builder, NotConvertible, TFNode, Value, converter, onnx_type
 
 FLOATS = tuple(FLOAT_TYPES)
-_TO_NCHW = [0, 3, 1, 2]
-_TO_NHWC = [0, 2, 3, 1]
 
 
 def _np_type(node: TFNode, index: int = 0):
@@ -28,7 +27,7 @@ def _text(value) -> str:
 
 @converter("Relu", dtypes=FLOATS)
 def relu(node: TFNode, b: Builder) -> str:
-    return b.op("Relu", node.inputs)
+    return layout.unary(b, "Relu", node.inputs[0]) or b.op("Relu", node.inputs)
 
 
 @converter("Relu6", dtypes=FLOATS)
@@ -78,6 +77,8 @@ def sparse_softmax_cross_entropy_with_logits(node: TFNode, b: Builder) -> list[s
 @converter("BiasAdd", "BiasAddV1", dtypes=FLOATS)
 def bias_add(node: TFNode, b: Builder) -> str:
     x, bias = node.inputs
+    if _text(node.attr("data_format", "NHWC")) != "NCHW":
+        return layout.channelwise(b, "Add", x, bias) or b.op("Add", [x, bias])
     if _text(node.attr("data_format", "NHWC")) == "NCHW":
         rank = node.rank(0)
         bias = b.op("Reshape", [bias, b.int64s([-1] + [1] * (rank - 2), "shape")], rank=rank - 1)
@@ -110,11 +111,11 @@ def _padding(node: TFNode) -> dict:
 
 
 def _in_nchw(b: Builder, x: str, nhwc: bool) -> str:
-    return b.op("Transpose", [x], perm=_TO_NCHW, rank=4) if nhwc else x
+    return layout.to_nchw(b, x) if nhwc else x
 
 
 def _out_layout(b: Builder, y: str, nhwc: bool) -> str:
-    return b.op("Transpose", [y], perm=_TO_NHWC, rank=4) if nhwc else y
+    return layout.from_nchw(b, y) if nhwc else y
 
 
 def _filter(b: Builder, node: TFNode, depthwise: bool) -> tuple[str, int]:
@@ -184,9 +185,13 @@ def fused_batch_norm(node: TFNode, b: Builder) -> list[str | None]:
     eps = b.const(np.array(node.attr("epsilon", 1e-4), np.float32), "eps")
     factor = b.op("Mul", [scale, b.op("Reciprocal", [b.op("Sqrt", [b.op("Add", [variance, eps])])])])
     shift = b.op("Sub", [offset, b.op("Mul", [mean, factor])])
-    if not _nhwc(node):
+    twin = b.nchw.get(x) if _nhwc(node) else None  # after a Conv: on its NCHW output (layout.py)
+    if not _nhwc(node) or twin is not None:
         shape = b.int64s([-1, 1, 1], "shape")
         factor, shift = (b.op("Reshape", [v, shape], rank=3) for v in (factor, shift))
+    if twin is not None:
+        y = layout.from_nchw(b, b.op("Add", [b.op("Mul", [twin, factor], rank=4), shift], rank=4))
+        return [y, None, None, None, None, None]
     y = b.op("Add", [b.op("Mul", [x, factor]), shift])
     return [y, None, None, None, None, None]
 

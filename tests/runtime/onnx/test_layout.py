@@ -1,0 +1,108 @@
+"""NHWC networks converted in NCHW (``runtime/onnx/layout.py``): the ops between convolutions run
+on the Conv's NCHW output, so a block of Conv, bias, batch norm, activation and pooling keeps one
+Transpose in and one out, and its outputs equal the native kernels' (delegated and not)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from apis.tensorflow.core.framework import graph_pb2, node_def_pb2
+from runtime import Graph, Session, dtypes, tensor_util
+from runtime.onnx import DelegationOptions, convert_subgraph
+from runtime.onnx.converter import Signature
+
+F, I32 = dtypes.DT_FLOAT, dtypes.DT_INT32
+RNG = np.random.default_rng(3)
+WEIGHTS = {
+    "w": RNG.standard_normal((3, 3, 3, 4)).astype(np.float32),
+    "bias": RNG.standard_normal(4).astype(np.float32),
+    "scale": RNG.uniform(0.5, 2, 4).astype(np.float32),
+    "offset": RNG.standard_normal(4).astype(np.float32),
+    "mean": RNG.standard_normal(4).astype(np.float32),
+    "variance": RNG.uniform(0.5, 2, 4).astype(np.float32),
+}
+
+
+def node(name, op, *inputs, **attrs) -> node_def_pb2.NodeDef:
+    n = node_def_pb2.NodeDef(name=name, op=op)
+    n.input.extend(inputs)
+    for key, value in attrs.items():
+        if key == "value":
+            n.attr[key].tensor.CopyFrom(tensor_util.make_tensor_proto(value))
+        elif key in ("T", "U", "dtype", "Tidx"):
+            n.attr[key].type = value
+        elif isinstance(value, bool):
+            n.attr[key].b = value
+        elif isinstance(value, str):
+            n.attr[key].s = value.encode()
+        elif isinstance(value, float):
+            n.attr[key].f = value
+        else:
+            n.attr[key].list.i.extend(value)
+    return n
+
+
+def _const(name, value):
+    value = np.asarray(value)
+    return node(name, "Const", dtype=dtypes.from_numpy(value.dtype), value=value)
+
+
+def block(bias_op: str = "BiasAdd", pool: bool = True) -> Graph:
+    """x [N, 8, 8, 3] -> Conv2D(4) -> bias -> FusedBatchNormV3 -> Relu -> MaxPool -> Mean(H, W),
+    and the NHWC feature map itself as a second output."""
+    nodes = [
+        node("x", "Placeholder", dtype=F),
+        *(_const(name, value) for name, value in WEIGHTS.items()),
+        node("conv", "Conv2D", "x", "w", T=F, strides=[1, 1, 1, 1], padding="SAME"),
+        node("biased", bias_op, "conv", "bias", T=F),
+        node(
+            "norm",
+            "FusedBatchNormV3",
+            "biased",
+            "scale",
+            "offset",
+            "mean",
+            "variance",
+            T=F,
+            U=F,
+            epsilon=0.001,
+            is_training=False,
+        ),  # fmt: skip
+        node("act", "Relu", "norm", T=F),
+    ]
+    last = "act"
+    if pool:
+        nodes.append(
+            node("pool", "MaxPool", "act", T=F, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+        )
+        last = "pool"
+    nodes += [_const("axes", np.int32([1, 2])), node("y", "Mean", last, "axes", T=F, Tidx=I32)]
+    graph_def = graph_pb2.GraphDef()
+    graph_def.node.extend(nodes)
+    return Graph.from_graph_def(graph_def)
+
+
+@pytest.mark.parametrize("bias_op", ["BiasAdd", "AddV2"])
+@pytest.mark.parametrize("pool", [True, False])
+def test_a_conv_block_runs_in_nchw_and_matches_native(bias_op, pool):
+    x = RNG.standard_normal((2, 8, 8, 3)).astype(np.float32)
+    fetches = ["y:0", "act:0"]
+    with Session(graph=block(bias_op, pool)) as native:
+        want = native.run(fetches, {"x:0": x})
+    delegated = Session(graph=block(bias_op, pool))
+    report = delegated.delegate(DelegationOptions(min_cluster_ops=1), [(["x:0"], fetches)])
+    for _ in range(2):  # the first run validates against the native kernels
+        got = delegated.run(fetches, {"x:0": x})
+        for a, b in zip(want, got):
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+    assert len(report.clusters) == 1 and not report.fallbacks, report.summary()
+
+    model = convert_subgraph(block(bias_op, pool).as_graph_def(), ["x"], fetches, Signature((F,), (4,)))
+    types = [n.op_type for n in model.graph.node]
+    assert types.count("Transpose") == 2, types  # in, and out for the NHWC feature map fetched
+    conv_at = types.index("Conv")
+    assert "Transpose" not in types[conv_at + 1 : types.index("Relu")], types  # bias and norm in NCHW
+    pooled = convert_subgraph(block(bias_op, pool).as_graph_def(), ["x"], ["y:0"], Signature((F,), (4,)))
+    types = [n.op_type for n in pooled.graph.node]
+    assert types.count("Transpose") == 1, types  # in only: the Mean over H and W reads the NCHW value

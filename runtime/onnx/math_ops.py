@@ -275,6 +275,14 @@ def select(node: TFNode, b: Builder) -> str:
     return b.op("Where", [cond, x, y], elem_type=node.elem_type(1))
 
 
+def _guard_sorted_ids(b: Builder, ids: str) -> None:
+    """TF's checks of segment ids: none negative, none smaller than the one before."""
+    b.margins.append(b.op("ReduceMin", [ids], keepdims=0, rank=0))  # empty: INT64_MAX, it holds
+    after = b.op("Slice", [ids, b.int64s([1]), b.int64s([np.iinfo(np.int64).max])], rank=1)
+    before = b.op("Slice", [ids, b.int64s([0]), b.int64s([-1])], rank=1)
+    b.margins.append(b.op("ReduceMin", [b.op("Sub", [after, before], rank=1)], keepdims=0, rank=0))
+
+
 @converter("SparseSegmentSum", "SparseSegmentMean", "SparseSegmentSqrtN")
 def sparse_segment_reduction(node: TFNode, b: Builder) -> str:
     """Rows ``data[indices]`` summed into ``segment_ids[-1] + 1`` segments by ``ScatterND``'s
@@ -285,8 +293,11 @@ def sparse_segment_reduction(node: TFNode, b: Builder) -> str:
         raise NotConvertible("segment reduction of unknown rank")
     if node.type != "SparseSegmentSum" and node.elem_type(0) not in FLOAT_TYPES:
         raise NotConvertible(f"{node.type} of integers")
+    rows_of_data = b.op("Shape", [data], start=0, end=1, rank=1, elem_type=TensorProto.INT64)
+    b.guard_in_range(indices, b.op("Squeeze", [rows_of_data, b.int64s([0])], rank=0))
     rows = b.op("Gather", [data, indices], axis=0, rank=rank)
     ids = b.cast(segment_ids, TensorProto.INT64)
+    _guard_sorted_ids(b, ids)
     last = b.op("Gather", [ids, b.int64s([-1], "last")], axis=0, rank=1)
     count = b.op("Add", [last, b.int64s([1], "one")], rank=1)
     inner = b.op("Slice", [b.op("Shape", [data], rank=1), b.int64s([1]), b.int64s([rank])], rank=1)

@@ -297,3 +297,29 @@ def test_keras_tensordot_reshapes_become_flatten_and_a_sliced_shape(caplog):
     model = convert_subgraph(tensordot().as_graph_def(), ["x"], ["y:0"], Signature((F,), (3,)))
     types = [n.op_type for n in model.graph.node]
     assert "Flatten" in types and not {"Gather", "ReduceProd", "Cast", "Transpose"} & set(types), types
+
+
+def segments() -> Graph:
+    """y = SparseSegmentSum(exp(data), i, s): embedding_lookup_sparse's combiner."""
+    return _graph(
+        node("x", "Placeholder", dtype=F),
+        node("i", "Placeholder", dtype=I32),
+        node("s", "Placeholder", dtype=I32),
+        node("e", "Exp", "x", T=F),
+        node("y", "SparseSegmentSum", "e", "i", "s", T=F, Tidx=I32, Tsegmentids=I32),
+    )
+
+
+@pytest.mark.parametrize(
+    "indices, ids",
+    [([0, -1, 2], [0, 0, 1]), ([0, 4, 2], [0, 0, 1]), ([0, 1, 2], [0, 1, 0]), ([0, 1, 2], [-1, 0, 1])],
+    ids=["negative index", "index past the rows", "ids not increasing", "negative id"],
+)
+def test_sparse_segment_sum_guards_indices_and_segment_ids(indices, ids, caplog):
+    x = np.linspace(0, 1, 12, dtype=np.float32).reshape(4, 3)
+    good = {"x:0": x, "i:0": np.int32([0, 3, 2]), "s:0": np.int32([0, 0, 2])}
+    feeds = [good, {"x:0": x, "i:0": np.int32(indices), "s:0": np.int32(ids)}, good]
+    outcomes, _, report = _both(segments, feeds, caplog)
+    _assert_same(outcomes)
+    assert isinstance(outcomes[1][0], errors.InvalidArgumentError), outcomes[1]
+    assert "SparseSegmentSum" in _cluster_types(report), report.summary()

@@ -40,18 +40,26 @@ def out(value, dtype) -> np.ndarray:
 
 def broadcast(x: np.ndarray, y: np.ndarray) -> tuple[int, ...]:
     """The broadcast shape of two operands, or TF's InvalidArgumentError."""
-    if x.shape == y.shape or not y.ndim:
-        return x.shape
-    if not x.ndim:
-        return y.shape
+    xs, ys = x.shape, y.shape
+    if xs == ys or not ys:
+        return xs
+    if not xs:
+        return ys
+    if len(ys) < len(xs) and xs[len(xs) - len(ys) :] == ys:  # a bias over rows: no numpy call
+        return xs
+    if len(xs) < len(ys) and ys[len(ys) - len(xs) :] == xs:
+        return ys
     try:
         return np.broadcast_shapes(x.shape, y.shape)
     except ValueError:
         raise invalid(f"Incompatible shapes: {shape_str(x.shape)} vs. {shape_str(y.shape)}") from None
 
 
+_LOW_PRECISION = frozenset({np.dtype(np.float16), np.dtype(dtypes.as_numpy_dtype(dtypes.DT_BFLOAT16))})
+
+
 def _low_precision(dtype: np.dtype) -> bool:
-    return dtype in (np.dtype(np.float16), dtypes.as_numpy_dtype(dtypes.DT_BFLOAT16))
+    return dtype in _LOW_PRECISION
 
 
 def _is_int(dtype: np.dtype) -> bool:
@@ -64,9 +72,10 @@ def _is_int(dtype: np.dtype) -> bool:
 def _unary(fn, via_float32: bool = True):
     def compute(x):
         x = np.asarray(x)
-        if via_float32 and _low_precision(x.dtype):
+        if via_float32 and x.dtype in _LOW_PRECISION:
             return out(fn(x.astype(np.float32)), x.dtype)
-        return out(fn(x), x.dtype)
+        result = fn(x)
+        return result if type(result) is np.ndarray and result.dtype == x.dtype else out(result, x.dtype)
 
     return compute
 

@@ -22,8 +22,13 @@ def _float32_for(x: np.ndarray) -> np.ndarray:
 
 def _activation(fn):
     def compute(features):
-        with np.errstate(all="ignore"):
-            return out(fn(_float32_for(features)), features.dtype)
+        # No np.errstate of its own (1 us a call): Session runs every non-quiet plan under one.
+        result = fn(_float32_for(features))
+        return (
+            result
+            if type(result) is np.ndarray and result.dtype == features.dtype
+            else out(result, features.dtype)
+        )
 
     return compute
 
@@ -63,13 +68,13 @@ def _softmax(logits, log):
     if logits.ndim < 1:
         raise invalid(f"logits must have >= 1 dimension, got {shape_str(logits.shape)}")
     x = _float32_for(logits)
-    with np.errstate(all="ignore"):  # the methods, not np.max/np.sum: same ufunc reduce, less dispatch
-        shifted = x - x.max(axis=-1, keepdims=True) if x.size else x
-        if log:
-            result = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-        else:
-            e = np.exp(shifted)
-            result = e / e.sum(axis=-1, keepdims=True)
+    # The methods, not np.max/np.sum: same ufunc reduce, less dispatch. No np.errstate of its own.
+    shifted = x - x.max(axis=-1, keepdims=True) if x.size else x
+    if log:
+        result = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    else:
+        e = np.exp(shifted)
+        result = e / e.sum(axis=-1, keepdims=True)
     return out(result, logits.dtype)
 
 

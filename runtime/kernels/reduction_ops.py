@@ -70,11 +70,11 @@ def _reduce(fn):
     def compute(input, axis, *, keep_dims=False):  # noqa: A002
         input = np.asarray(input)
         axes = reduction_axes(axis, input.ndim)
-        if input.dtype.kind in "biu":  # integer reductions wrap silently; no errstate to pay for
-            return out(fn(input, axes, keep_dims), input.dtype)
-        with np.errstate(all="ignore"):
-            result = fn(input, axes, keep_dims)
-        return out(result, input.dtype)
+        # No np.errstate of its own (1 us a call): Session runs every non-quiet plan under one.
+        result = fn(input, axes, keep_dims)
+        return (
+            result if type(result) is np.ndarray and result.dtype == input.dtype else out(result, input.dtype)
+        )
 
     return compute
 

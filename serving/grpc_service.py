@@ -8,13 +8,24 @@ of its own, so grpc may call it from any number of threads at once.
 
 from __future__ import annotations
 
-from apis.tensorflow_serving.apis import prediction_service_pb2_grpc
+import grpc
+
+from apis.tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    inference_pb2,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+    regression_pb2,
+)
 from serving import errors
 from serving.classify import classify
 from serving.metadata import get_model_metadata
 from serving.multi_inference import multi_inference
-from serving.predict import predict
+from serving.predict import predict_wire
 from serving.regress import regress
+
+SERVICE = "tensorflow.serving.PredictionService"
 
 
 class PredictionServiceServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
@@ -33,7 +44,7 @@ class PredictionServiceServicer(prediction_service_pb2_grpc.PredictionServiceSer
 
     @errors.grpc_method
     def Predict(self, request, context):  # noqa: N802
-        return predict(self._core, request, context.time_remaining())
+        return predict_wire(self._core, request, context.time_remaining())  # sent as it is
 
     @errors.grpc_method
     def MultiInference(self, request, context):  # noqa: N802
@@ -45,7 +56,40 @@ class PredictionServiceServicer(prediction_service_pb2_grpc.PredictionServiceSer
 
 
 def add_to_server(core, server) -> PredictionServiceServicer:
-    """Register a PredictionServiceServicer for ``core`` on a grpc server."""
+    """Register a PredictionServiceServicer for ``core`` on a grpc server: the generated
+    registration, except that Predict's response is already serialized (``predict_wire``)."""
     servicer = PredictionServiceServicer(core)
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(servicer, server)
+    handlers = {
+        "Classify": _handler(
+            servicer.Classify,
+            classification_pb2.ClassificationRequest,
+            classification_pb2.ClassificationResponse,
+        ),
+        "Regress": _handler(
+            servicer.Regress, regression_pb2.RegressionRequest, regression_pb2.RegressionResponse
+        ),
+        "Predict": _handler(servicer.Predict, predict_pb2.PredictRequest, None),
+        "MultiInference": _handler(
+            servicer.MultiInference, inference_pb2.MultiInferenceRequest, inference_pb2.MultiInferenceResponse
+        ),
+        "GetModelMetadata": _handler(
+            servicer.GetModelMetadata,
+            get_model_metadata_pb2.GetModelMetadataRequest,
+            get_model_metadata_pb2.GetModelMetadataResponse,
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    server.add_registered_method_handlers(SERVICE, handlers)
     return servicer
+
+
+def _handler(method, request_type, response_type):
+    """A unary handler; ``response_type`` None: the method returns serialized bytes."""
+    serialize = response_type.SerializeToString if response_type is not None else _as_is
+    return grpc.unary_unary_rpc_method_handler(
+        method, request_deserializer=request_type.FromString, response_serializer=serialize
+    )
+
+
+def _as_is(response: bytes) -> bytes:
+    return response

@@ -19,10 +19,21 @@ from serving import signatures, tensor_codec
 
 def predict(core, request: predict_pb2.PredictRequest, deadline: float | None = None):
     """Run one PredictRequest against the servable ``core`` resolves; returns a PredictResponse."""
+    return _as_message(_predict(core, request, deadline))
+
+
+def predict_wire(core, request: predict_pb2.PredictRequest, deadline: float | None = None) -> bytes:
+    """``predict`` as the serialized PredictResponse, what gRPC sends: the common request's
+    response is assembled as wire bytes, so it is never parsed nor serialized again."""
+    response = _predict(core, request, deadline)
+    return response if type(response) is bytes else response.SerializeToString()
+
+
+def _predict(core, request: predict_pb2.PredictRequest, deadline: float | None):
     if not request.HasField("model_spec"):
         raise errors.InvalidArgumentError(None, None, "Missing ModelSpec")
     with signatures.servable(core, request.model_spec) as servable:
-        return run_predict(
+        return _run_predict(
             servable,
             request,
             signatures.run_options(deadline),
@@ -40,6 +51,21 @@ def run_predict(
     as_tensor_content: bool = False,
 ) -> predict_pb2.PredictResponse:
     """TF Serving's ``RunPredict`` on a pinned servable."""
+    return _as_message(
+        _run_predict(
+            servable,
+            request,
+            run_options,
+            method_name_check=method_name_check,
+            as_tensor_content=as_tensor_content,
+        )
+    )
+
+
+def _run_predict(
+    servable, request, run_options, *, method_name_check: bool, as_tensor_content: bool
+) -> predict_pb2.PredictResponse | bytes:
+    """``run_predict``'s response: wire bytes for the common request, else the message."""
     name = signatures.signature_name(request.model_spec)
     signature = predict_signature(servable, name)
     signatures.check_available(servable, name)
@@ -47,7 +73,9 @@ def run_predict(
         feed_values = signature.plain_feeds(request.inputs)
         if feed_values is not None:  # the common request: every input, nothing to check or report
             outputs = signature.run(servable.bundle.session, signature.output_names, feed_values, run_options)
-            return signature.response(request.model_spec.name, servable.version, outputs, as_tensor_content)
+            return signature.response_bytes(
+                request.model_spec.name, servable.version, outputs, as_tensor_content
+            )
     response = predict_pb2.PredictResponse()
     signatures.set_model_spec(response.model_spec, request.model_spec.name, name, servable.version)
 
@@ -55,6 +83,10 @@ def run_predict(
     outputs = signature.run(servable.bundle.session, fetches, feed_values, run_options)
     post_process(signature, aliases, outputs, response, as_tensor_content=as_tensor_content)
     return response
+
+
+def _as_message(response) -> predict_pb2.PredictResponse:
+    return predict_pb2.PredictResponse.FromString(response) if type(response) is bytes else response
 
 
 class PredictSignature:
@@ -108,8 +140,8 @@ class PredictSignature:
                 return None
         return values
 
-    def response(self, model_name: str, version: int, outputs: list, as_tensor_content: bool):
-        """The PredictResponse of every output, assembled as wire bytes and parsed once: what
+    def response_bytes(self, model_name: str, version: int, outputs: list, as_tensor_content: bool) -> bytes:
+        """The serialized PredictResponse of every output, assembled as wire bytes: what
         ``post_process`` and ``set_model_spec`` build field by field."""
         if len(outputs) != len(self._entry_heads):
             raise errors.UnknownError(None, None, "Predict internal error")
@@ -129,7 +161,7 @@ class PredictSignature:
                 (model_name, version), _MODEL_SPEC_TAG + varint(len(body)) + body
             )
         parts.append(spec)
-        return predict_pb2.PredictResponse.FromString(b"".join(parts))
+        return b"".join(parts)
 
     def run(self, session, fetches: tuple[str, ...], feed_values: list, run_options) -> list:
         """``fetches`` with the signature's inputs fed ``feed_values`` (``signatures.run_session``)."""

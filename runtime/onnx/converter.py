@@ -15,6 +15,12 @@ ONNX equivalent; the cluster then stays native. ``convert_subgraph`` turns a clu
 self-contained GraphDef (``Placeholder`` inputs, ``Const`` nodes, the cluster's ops) into one
 ONNX model for one signature of input ranks and dtypes.
 
+Where TF's kernel would raise an error that ONNX would not (an index out of range, a failed
+``Assert``), a converter adds a guard (``Builder.guard``): the model's last output then says
+whether this run's outputs stand, and where they do not the cluster runs natively, so the error is
+TF's. Arithmetic and reshapes of constants are done while converting (``Builder.op``), so values
+computed from frozen variables stay constants to the converters after them.
+
 Opset: one pinned default-domain opset, ``OPSET`` (21, which onnxruntime 1.20+ runs). Contrib
 ops are not written by hand: onnxruntime's own graph optimizer (``ORT_ENABLE_ALL``) rewrites the
 converted graph into its fused contrib kernels (Gelu, FusedMatMul, Gemm, attention) where the

@@ -33,8 +33,7 @@ from collections.abc import Mapping
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 from runtime import attrs as attr_lib
 from runtime import dtypes
-from runtime.kernels import lookup
-from runtime.onnx.raise_frames import Irregular
+from runtime.onnx.raise_frames import Irregular, fresh_name, stateful
 from runtime.op_def import function_signature, op_signature, parse_input
 
 logger = logging.getLogger(__name__)
@@ -280,19 +279,6 @@ def _dtype(nodes, tensor: str, library: Mapping) -> int:
     return found[index]
 
 
-def _stateful(node: node_def_pb2.NodeDef) -> bool:
-    definition = lookup(node.op)
-    return definition is None or definition.stateful
-
-
-def _fresh(base: str, taken) -> str:
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    return name
-
-
 def _downstream(g: _Graph, roots) -> set[str]:
     """Ops reachable from ``roots`` (not through ``NextIteration``: a loop's back edge)."""
     seen, stack = set(), list(roots)
@@ -322,12 +308,12 @@ def _raise_cond(graph_def: graph_pb2.GraphDef, library: dict, predicate: str) ->
         raise Irregular("an input depends on the cond's own results")
     scope = cond.merges[0][0].name.rpartition("/")[0] or "cond"
     taken = set(g.nodes) | set(library)
-    if_name = _fresh(f"{scope}/If", taken)
-    names = [_fresh(f"{scope.replace('/', '_')}_raised_{k}", taken) for k in ("else", "then")]
+    if_name = fresh_name(f"{scope}/If", taken)
+    names = [fresh_name(f"{scope.replace('/', '_')}_raised_{k}", taken) for k in ("else", "then")]
     types = [m.attr["T"].type for m, _ in cond.merges]
     for k in (0, 1):
         library[names[k]] = branches[k].fdef(names[k], [(r[k], t) for r, t in zip(rets, types)])
-    stateless = not any(_stateful(n) for b in branches for n in b.copied.values())
+    stateless = not any(stateful(n) for b in branches for n in b.copied.values())
     node = _if_node(if_name, "StatelessIf" if stateless else "If", predicate, inputs, types, names)
     removed = set(cond.switches) | set(cond.sides[0]) | set(cond.sides[1])
     removed |= _unread_predicates(g, cond, removed)

@@ -218,12 +218,13 @@ def _pivots(nodes, consumers, args: dict) -> dict:
     return found
 
 
-def _stateful(node: node_def_pb2.NodeDef) -> bool:
+def stateful(node: node_def_pb2.NodeDef) -> bool:
     definition = lookup(node.op)
     return definition is None or definition.stateful
 
 
-def _fresh(base: str, taken) -> str:
+def fresh_name(base: str, taken) -> str:
+    """``base``, or ``base_k`` for the first k that no name in ``taken`` has."""
     name, k = base, 0
     while name in taken:
         k += 1
@@ -255,12 +256,12 @@ def _raise_frame(graph_def: graph_pb2.GraphDef, library: dict, frame_name: str) 
     outside = [
         m for m in loop.members if m not in loop.structure and m not in cond.copied and m not in body.copied
     ]
-    if any(_stateful(nodes[m]) for m in outside):  # a side effect nothing in the loop orders
+    if any(stateful(nodes[m]) for m in outside):  # a side effect nothing in the loop orders
         raise Irregular("a stateful op the loop's values do not need")
     base = frame_name.removesuffix("/while_context") or frame_name
     taken = set(nodes) | set(library)
-    while_name = _fresh(f"{base}/While", taken)
-    cond_name, body_name = _fresh(f"{base}_raised_cond", taken), _fresh(f"{base}_raised_body", taken)
+    while_name = fresh_name(f"{base}/While", taken)
+    cond_name, body_name = fresh_name(f"{base}_raised_cond", taken), fresh_name(f"{base}_raised_body", taken)
     args = list(zip(names, types))
     library[cond_name] = cond.fdef(cond_name, args, [("predicate", dtypes.DT_BOOL, predicate)])
     library[body_name] = body.fdef(

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from apis.tensorflow.core.framework import graph_pb2, node_def_pb2
-from runtime import Graph, Session, dtypes, tensor_util
+from apis.tensorflow.core.framework import graph_pb2
+from runtime import Graph, Session, dtypes
 from runtime.onnx import DelegationOptions, convert_subgraph
 from runtime.onnx.converter import Signature
+from tests.runtime.onnx.test_loops import node
 
 F, I32 = dtypes.DT_FLOAT, dtypes.DT_INT32
 RNG = np.random.default_rng(3)
@@ -22,25 +23,6 @@ WEIGHTS = {
     "mean": RNG.standard_normal(4).astype(np.float32),
     "variance": RNG.uniform(0.5, 2, 4).astype(np.float32),
 }
-
-
-def node(name, op, *inputs, **attrs) -> node_def_pb2.NodeDef:
-    n = node_def_pb2.NodeDef(name=name, op=op)
-    n.input.extend(inputs)
-    for key, value in attrs.items():
-        if key == "value":
-            n.attr[key].tensor.CopyFrom(tensor_util.make_tensor_proto(value))
-        elif key in ("T", "U", "dtype", "Tidx"):
-            n.attr[key].type = value
-        elif isinstance(value, bool):
-            n.attr[key].b = value
-        elif isinstance(value, str):
-            n.attr[key].s = value.encode()
-        elif isinstance(value, float):
-            n.attr[key].f = value
-        else:
-            n.attr[key].list.i.extend(value)
-    return n
 
 
 def _const(name, value):

@@ -49,8 +49,12 @@ def node(name, op, *inputs, **attrs) -> node_def_pb2.NodeDef:
             n.attr[key].b = value
         elif isinstance(value, str):
             n.attr[key].s = value.encode()
-        elif key in ("T", "dtype", "element_dtype", "shape_type", "out_type"):
+        elif key in ("T", "U", "Tidx", "dtype", "element_dtype", "shape_type", "out_type"):
             n.attr[key].type = value
+        elif isinstance(value, float):
+            n.attr[key].f = value
+        elif isinstance(value, list):  # ints: strides, ksize
+            n.attr[key].list.i.extend(value)
         else:
             n.attr[key].i = value
     return n

@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 
 from runtime import dtypes
-from runtime.kernels.math_ops import _trunc_div, invalid, out, shape_str
+from runtime.kernels.math_ops import _LOW_PRECISION, _trunc_div, invalid, out, shape_str
 from runtime.kernels.registry import kernel
 
 
@@ -59,11 +59,8 @@ def _highest(dtype: np.dtype):
     return np.iinfo(dtype).max
 
 
-_HALF_TYPES = frozenset((np.dtype(np.float16), dtypes.as_numpy_dtype(dtypes.DT_BFLOAT16)))
-
-
 def _accumulate_dtype(dtype: np.dtype) -> np.dtype:
-    return np.dtype(np.float32) if dtype in _HALF_TYPES else dtype
+    return np.dtype(np.float32) if dtype in _LOW_PRECISION else dtype
 
 
 def _reduce(fn):

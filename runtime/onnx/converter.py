@@ -472,7 +472,10 @@ def _folded(b: Builder, op_type: str, inputs, attrs) -> np.ndarray | None:
         return None
     if any(v is None or v.dtype.kind != "f" for v in values) or len({v.dtype for v in values}) != 1:
         return None
-    if int(np.prod(np.broadcast_shapes(*[v.shape for v in values]))) > _FOLD_ELEMENTS:
+    try:
+        if int(np.prod(np.broadcast_shapes(*[v.shape for v in values]))) > _FOLD_ELEMENTS:
+            return None
+    except ValueError:  # shapes that do not broadcast: onnxruntime says so, as before
         return None
     with np.errstate(all="ignore"):
         return np.asarray(fn(*values), dtype=values[0].dtype)

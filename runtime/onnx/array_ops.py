@@ -170,14 +170,13 @@ def gather_v2(node: TFNode, b: Builder) -> str:
     rank = None if None in ranks else ranks[0] + ranks[1] - 1
     table = b.values[params].const
     if table is not None and -table.ndim <= axis < table.ndim:
-        b.guard_in_range(indices, int(table.shape[axis]))
+        b.guard_in_range(indices, int(table.shape[axis]), gathered=True)
     elif axis == 0 and params in b.dim_lists:  # a shape: as long as its tensor's rank
-        b.guard_in_range(indices, len(b.dim_lists[params]))
+        b.guard_in_range(indices, len(b.dim_lists[params]), gathered=True)
     else:
-        shape = b.op("Shape", [params], rank=1, elem_type=TensorProto.INT64)
-        b.guard_in_range(
-            indices, b.op("Gather", [shape, b.int64s(axis % ranks[0] if ranks[0] else axis)], rank=0)
-        )
+        shape = b.op("Shape", [params], rank=1, elem_type=TensorProto.INT64)  # unread (pruned) on CPU
+        size = b.op("Gather", [shape, b.int64s(axis % ranks[0] if ranks[0] else axis)], rank=0)
+        b.guard_in_range(indices, size, gathered=True)
     out = b.op("Gather", [params, indices], axis=axis, rank=rank, elem_type=node.elem_type(0))
     known = b.values[indices].const
     if known is not None and axis == 0 and known.ndim <= 1:  # entries of a shape

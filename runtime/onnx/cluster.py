@@ -168,16 +168,21 @@ class ClusterRunner:
         if self._native_only:
             return _NATIVE, native
         try:
-            model = convert_subgraph(self._graph_def, self._inputs, self._outputs, signature)
+            providers = options_lib.providers(self._options, self._device)
+            cpu_only = all(p == "CPUExecutionProvider" for p in providers)  # its Gather checks bounds
+            model = convert_subgraph(self._graph_def, self._inputs, self._outputs, signature, cpu_only)
             session = ort.InferenceSession(
                 model.SerializeToString(),
                 options_lib.session_options(self._options, self._flops),
-                providers=options_lib.providers(self._options, self._device),
+                providers=providers,
             )
             self.providers = session.get_providers()
-            feeds = {f"input_{i}": _contiguous(x) for i, x in enumerate(inputs)}
-            ours = session.run(None, feeds)
         except Exception as exc:  # noqa: BLE001 - any failure to convert or compile means native
+            return self._fall_back(f"not converted: {type(exc).__name__}: {exc}", native, inputs)
+        try:
+            ours = session.run(None, {f"input_{i}": _contiguous(x) for i, x in enumerate(inputs)})
+        except Exception as exc:  # noqa: BLE001 - a bad input raises TF's error here (compiled again next time)
+            native = native if native is not None else self._run_native(inputs)
             return self._fall_back(f"not converted: {type(exc).__name__}: {exc}", native, inputs)
         if _guarded(session) and ours.pop() < 0:  # these inputs are TF's kernels' to answer
             return session, native if native is not None else self._run_native(inputs)

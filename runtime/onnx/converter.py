@@ -166,6 +166,7 @@ class Builder:
     same_shape: dict[str, str] = field(default_factory=dict)  # value -> an earlier value of its shape
     nchw: dict[str, str] = field(default_factory=dict)  # NHWC value -> its NCHW twin (layout.py)
     parent: Builder | None = None
+    checks_bounds: bool = True  # onnxruntime's kernels reject indices past the end (its CPU ones do)
     _count: int = 0
 
     def child(self) -> Builder:
@@ -244,15 +245,20 @@ class Builder:
             flag = self.op("ReduceMin", [flag], keepdims=0, rank=0)  # empty: INT64_MAX, it holds
         self.margins.append(self.op("Sub", [flag, self.int64s(1, "one")], rank=0))
 
-    def guard_in_range(self, indices: str, size: str | int) -> None:
+    def guard_in_range(self, indices: str, size: str | int, gathered: bool = False) -> None:
         """Guards ``0 <= indices < size``: TF's CPU kernels raise on any other index, ONNX wraps
-        negative ones (and onnxruntime's CPU kernels reject large ones with errors of their own).
-        ``size``: a scalar value or a number."""
+        negative ones. ``size``: a scalar value or a number. ``gathered``: a Gather reads at these
+        indices, whose CPU kernel rejects those past the end with an error of its own (the run
+        then goes native too), so only the lower bound needs a guard, unless the model is built
+        for a device whose kernels do not check (``checks_bounds`` False)."""
         known = self.values[indices].const
         if known is not None and isinstance(size, int):
             self.guard(self.const(np.all((known >= 0) & (known < size))))
             return
         low = self.op("ReduceMin", [indices], keepdims=0, rank=0)  # empty: the type's max, it holds
+        if gathered and self._root().checks_bounds:
+            self.margins.append(self.cast(low, TensorProto.INT64))
+            return
         high = self.op("ReduceMax", [indices], keepdims=0, rank=0)  # empty: the type's min
         if isinstance(size, int):
             last = self.int64s(size - 1, "last")
@@ -351,13 +357,17 @@ def convert_subgraph(
     input_names: Sequence[str],
     output_names: Sequence[str],
     signature: Signature,
+    checks_bounds: bool = True,
 ) -> onnx.ModelProto:
     """The ONNX model of a cluster's GraphDef for one input signature (NotConvertible if none).
 
     ``graph_def`` lists its nodes in a topological order; ``input_names`` are its Placeholder
     nodes, in the cluster's input order; ``output_names`` its output tensors (``node:i``).
+    ``checks_bounds``: the model runs where Gather rejects indices past the end (the CPU).
     """
-    b = Builder(library={f.signature.name: f for f in graph_def.library.function})
+    b = Builder(
+        library={f.signature.name: f for f in graph_def.library.function}, checks_bounds=checks_bounds
+    )
     by_tensor: dict[str, str] = {}
     graph_inputs = []
     position = {name: i for i, name in enumerate(input_names)}

@@ -294,7 +294,7 @@ def sparse_segment_reduction(node: TFNode, b: Builder) -> str:
     if node.type != "SparseSegmentSum" and node.elem_type(0) not in FLOAT_TYPES:
         raise NotConvertible(f"{node.type} of integers")
     rows_of_data = b.op("Shape", [data], start=0, end=1, rank=1, elem_type=TensorProto.INT64)
-    b.guard_in_range(indices, b.op("Squeeze", [rows_of_data, b.int64s([0])], rank=0))
+    b.guard_in_range(indices, b.op("Squeeze", [rows_of_data, b.int64s([0])], rank=0), gathered=True)
     rows = b.op("Gather", [data, indices], axis=0, rank=rank)
     ids = b.cast(segment_ids, TensorProto.INT64)
     _guard_sorted_ids(b, ids)

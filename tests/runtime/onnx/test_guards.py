@@ -323,3 +323,26 @@ def test_sparse_segment_sum_guards_indices_and_segment_ids(indices, ids, caplog)
     _assert_same(outcomes)
     assert isinstance(outcomes[1][0], errors.InvalidArgumentError), outcomes[1]
     assert "SparseSegmentSum" in _cluster_types(report), report.summary()
+
+
+def test_a_gather_guards_its_upper_bound_only_where_onnxruntime_does_not(caplog):
+    """On the CPU onnxruntime's Gather rejects an index past the end itself, so the guard checks
+    the lower bound only; a first request past the end, unvalidated, still gets TF's error and
+    leaves the cluster delegated."""
+    signature = Signature((F, I32), (2, 1))
+    cpu = convert_subgraph(gathered().as_graph_def(), ["x", "i"], ["y:0"], signature)
+    other = convert_subgraph(gathered().as_graph_def(), ["x", "i"], ["y:0"], signature, checks_bounds=False)
+    assert [n.op_type for n in cpu.graph.node].count("ReduceMax") == 0
+    assert [n.op_type for n in other.graph.node].count("ReduceMax") == 1
+    session = Session(graph=gathered())
+    report = session.delegate(
+        DelegationOptions(min_cluster_ops=1, validate=False), [(["x:0", "i:0"], ["y:0"])]
+    )
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(errors.InvalidArgumentError, match=r"indices\[1\] = 4 is not in \[0, 4\)"):
+        session.run("y:0", {"x:0": x, "i:0": np.int32([0, 4])})
+    np.testing.assert_allclose(
+        session.run("y:0", {"x:0": x, "i:0": np.int32([3, 0])}), np.e + TABLE[[3, 0]], rtol=1e-6
+    )
+    runner = runner_of(session.graph.get_operation_by_name(report.clusters[0].name))
+    assert runner._runs and not runner._native_only and not report.fallbacks, report.summary()

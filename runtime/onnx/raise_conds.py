@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 from runtime import attrs as attr_lib
 from runtime import dtypes
-from runtime.onnx.raise_frames import Irregular, fresh_name, stateful
+from runtime.onnx.raise_frames import Irregular, fresh_name, raise_in_rounds, stateful
 from runtime.op_def import function_signature, op_signature, parse_input
 
 logger = logging.getLogger(__name__)
@@ -43,7 +43,6 @@ _DATAFLOW = frozenset(
     {"Switch", "RefSwitch", "Merge", "RefMerge", "Enter", "RefEnter", "Exit", "RefExit"}
     | {"NextIteration", "RefNextIteration", "LoopCond", "ControlTrigger"}
 )
-_MAX_ROUNDS = 8  # nested conds raise inside out, one level per round
 
 
 def raise_conds(
@@ -52,17 +51,7 @@ def raise_conds(
     """``graph_def`` with every regular TF1 cond an ``If`` node, and the library with its branch
     functions added (see the module docstring)."""
     library = dict(library)
-    for _ in range(_MAX_ROUNDS):
-        raised = False
-        for predicate in _predicates(graph_def):
-            try:
-                graph_def = _raise_cond(graph_def, library, predicate)
-                raised = True
-            except Irregular as why:
-                logger.debug("cond on %s stays dataflow: %s", predicate, why)
-        if not raised:
-            break
-    return graph_def, library
+    return raise_in_rounds(graph_def, library, _predicates, _raise_cond, "cond on"), library
 
 
 def _predicates(graph_def: graph_pb2.GraphDef) -> list[str]:

@@ -50,17 +50,24 @@ def raise_frames(
     cond and body functions added (see the module docstring)."""
     library = dict(library)
     graph_def = tensor_arrays_to_lists(graph_def)
+    return raise_in_rounds(graph_def, library, _frame_names, _raise_frame, "while loop frame"), library
+
+
+def raise_in_rounds(graph_def, library: dict, candidates, raise_one, kind: str) -> graph_pb2.GraphDef:
+    """``raise_one(graph_def, library, key)`` for each of ``candidates(graph_def)``, in rounds
+    until one raises nothing (nested structures raise inside out, one level per round); a
+    candidate that is ``Irregular`` stays as it is."""
     for _ in range(_MAX_ROUNDS):
         raised = False
-        for frame_name in _frame_names(graph_def):
+        for key in candidates(graph_def):
             try:
-                graph_def = _raise_frame(graph_def, library, frame_name)
+                graph_def = raise_one(graph_def, library, key)
                 raised = True
             except Irregular as why:
-                logger.debug("while loop frame %s stays a frame: %s", frame_name, why)
+                logger.debug("%s %s stays as it is: %s", kind, key, why)
         if not raised:
             break
-    return graph_def, library
+    return graph_def
 
 
 def _frame_names(graph_def: graph_pb2.GraphDef) -> list[str]:

@@ -10,15 +10,16 @@
   gets its own copy of those it reads. Nodes of TF1 control flow (reachable from a ``Switch`` or
   ``Enter``) and nodes in cycles stay native. A cluster too small to pay for an onnxruntime call
   (only data movement, or fewer ops than ``min_cluster_ops`` and no big matmul/conv nor loop)
-  stays native -- unless it holds all a signature computes: that signature's run is then one
-  onnxruntime call (``Plan.direct``), cheaper than any interpreter loop. With signature groups,
-  a cluster never mixes ops of different signature sets.
+  stays native -- unless it holds all a signature computes, and more than two elementwise ops'
+  worth: that signature's run is then one onnxruntime call (``Plan.direct``), cheaper than the
+  interpreter loop. With signature groups, a cluster never mixes ops of different signature sets.
 - ``fuse(graph, clusters, frozen, region)`` returns a NEW GraphDef: each cluster becomes one
   ``_OrtCluster`` node carrying a self-contained GraphDef of its ops (``Placeholder`` inputs,
   ``Const`` copies, frozen variables as ``Const``, the library functions they call), and each
   member whose outputs are read outside the cluster by an op of the served ``region`` (or by
   nobody: a fetch) becomes an ``IdentityN`` of the cluster's outputs under its own name, so every
   tensor name still resolves. Other members are kept, unreachable unless fetched by name.
+  Small frozen variable reads outside the clusters become ``Const`` too: values of the plan.
 """
 
 from __future__ import annotations
@@ -246,10 +247,23 @@ def _propose(graph: Graph, frozen, within, min_cluster_ops: int, heavy_flops: fl
         heavy = HEAVY.intersection(types) and _flops(graph, names) >= heavy_flops
         heavy = heavy or LOOPS.intersection(types) or CONVOLUTIONS.intersection(types)  # (loops: per step)
         steps = sum(t not in _FREE and t != "NoOp" for t in types)  # forwarding costs no step natively
-        if compute and (steps >= min_cluster_ops or heavy or number in whole):
+        if compute and (steps >= min_cluster_ops or heavy or (number in whole and _worth_a_call(types))):
             nodes = tuple(sorted(names, key=index.__getitem__))
             clusters.append(Cluster(f"ort_cluster_{len(clusters)}", nodes))
     return clusters
+
+
+def _worth_a_call(types: list[str]) -> bool:
+    """Whether a signature's whole computation costs more natively than one onnxruntime call:
+    about three steps of elementwise math, or fewer steps of anything else. Below that, native
+    steps are faster, and hold the GIL where onnxruntime releases it (in a busy server, each
+    release is a thread switch)."""
+    cost = sum(1 if t in _CHEAP else 2 for t in types if t not in _FREE and t != "NoOp")
+    return cost >= 3
+
+
+# Elementwise math one numpy call computes.
+_CHEAP = frozenset("Add AddV2 Sub Mul RealDiv Maximum Minimum Neg Abs Relu Square Sqrt Cast".split())
 
 
 def _whole_clusters(members: dict, keys: dict, signature_parts: dict, preds, index) -> set[int]:
@@ -365,11 +379,19 @@ def fuse(
         fused, identities = _fuse_one(graph, cluster, frozen, consumers)
         added.append(fused)
         replaced.update(identities)
+    for name, value in frozen.items():  # native readers too: a plan constant, not a step per run
+        if name not in replaced and np.asarray(value).nbytes <= NATIVE_FROZEN_BYTES:
+            replaced[name] = _constant(graph.get_operation_by_name(name), value)
     result = graph.as_graph_def()
     nodes = [replaced.get(node.name, node) for node in result.node]
     del result.node[:]
     result.node.extend(nodes + added)
     return result
+
+
+# Frozen variable reads up to this size also become Consts outside clusters (a bigger one stays a
+# read: its step costs nothing next to what reads it, and a copy in the GraphDef would).
+NATIVE_FROZEN_BYTES = 1 << 16
 
 
 def _consumers(graph: Graph, region: Collection[str] | None = None) -> dict[str, list[tuple[str, int]]]:

@@ -187,15 +187,50 @@ def test_independent_parts_of_signatures_merge_into_one_whole_cluster_once():
     g = graph(
         node("x", "Placeholder", dtype=F),
         node("w", "Placeholder", dtype=F),
-        node("n", "Neg", "x", T=F),
-        node("e", "Exp", "w", T=F),
+        node("n0", "Exp", "x", T=F),
+        node("n", "Log", "n0", T=F),
+        node("e0", "Exp", "w", T=F),
+        node("e", "Log", "e0", T=F),
     )
     both = frozenset({0, 1})
-    clusters = propose_clusters(g, within={"n": both, "e": both}, min_cluster_ops=6)
-    assert [sorted(c.nodes) for c in clusters] == [["e", "n"]]
-    apart = propose_clusters(g, within={"n": frozenset({0}), "e": frozenset({1})}, min_cluster_ops=6)
-    assert sorted(sorted(c.nodes) for c in apart) == [["e"], ["n"]]  # each its signature's whole
+    clusters = propose_clusters(g, within=dict.fromkeys(["n0", "n", "e0", "e"], both), min_cluster_ops=6)
+    assert [sorted(c.nodes) for c in clusters] == [["e", "e0", "n", "n0"]]
+    within = {"n0": frozenset({0}), "n": frozenset({0}), "e0": frozenset({1}), "e": frozenset({1})}
+    apart = propose_clusters(g, within=within, min_cluster_ops=6)
+    assert sorted(sorted(c.nodes) for c in apart) == [["e", "e0"], ["n", "n0"]]  # each its signature's whole
     assert propose_clusters(g, min_cluster_ops=6) != []
+
+
+def test_a_whole_signature_of_two_elementwise_ops_stays_native_with_its_variables_as_constants():
+    """y = a * x + b is faster as two numpy calls than as an onnxruntime call (which also lets go
+    of the GIL, a thread switch in a busy server): no cluster. Its frozen variable reads are
+    constants of the plan, so the run is the two math steps. A MatMul and an add are one call."""
+    path = str(ORACLE / "tf1_half_plus_two" / "saved_model")
+    delegated = load_saved_model(path, ["serve"], delegation=True)
+    native = load_saved_model(path, ["serve"])
+    try:
+        assert not delegated.session.delegation_report.clusters
+        feeds, fetches = ["x:0"], ["y:0"]  # predict_x_to_y
+        x = np.float32([[1.0], [2.5]])
+        got = delegated.session.make_callable(fetches, feeds)(x)
+        want = native.session.make_callable(fetches, feeds)(x)
+        np.testing.assert_array_equal(got[0], want[0])
+        steps = [step.op.type for step in _plan(delegated.session, fetches, feeds).steps]
+        assert steps == ["Mul", "AddV2"]
+    finally:
+        delegated.close()
+        native.close()
+    g = graph(
+        node("x", "Placeholder", dtype=F),
+        const("w", np.float32([[1.0]])),
+        node("m", "MatMul", "x", "w", T=F),
+        node("y", "AddV2", "m", "x", T=F),
+    )
+    assert [sorted(c.nodes) for c in propose_clusters(g, min_cluster_ops=6)] == [["m", "y"]]
+    g = graph(
+        node("x", "Placeholder", dtype=F), node("m", "Mul", "x", "x", T=F), node("y", "AddV2", "m", "x", T=F)
+    )
+    assert propose_clusters(g, min_cluster_ops=6) == []
 
 
 def test_forwarding_ops_do_not_count_toward_a_clusters_size():

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from apis.tensorflow.core.protobuf import config_pb2
-from runtime import dtypes, errors
+from runtime import dtypes, errors, fp_errors
 from runtime.device import LOCAL_CPU
 from runtime.fetches import FetchMapper
 from runtime.function import RUN_STATE, FunctionLibraryRuntime
@@ -160,24 +160,27 @@ class Session:
             tracing = options.trace_level > 0 and run_metadata is not None
         if timeout_ms <= 0 and not tracing:
             direct = plan.direct  # one call returning fetched values: a fully delegated model
-            if plan.quiet:  # no numpy math: no np.errstate
+            if plan.quiet:  # no numpy math: numpy's error state is not read
                 if direct is not None:
                     return direct(feed_values)
                 values = run_plan(plan, feed_values)
             else:
-                with np.errstate(all="ignore"):  # TF's kernels give inf and nan without warnings
+                token = fp_errors.ignore()  # TF's kernels give inf and nan without warnings
+                try:
                     if direct is not None:
                         return direct(feed_values)
                     values = run_plan(plan, feed_values)
+                finally:
+                    fp_errors.restore(token)
         else:
             deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
             trace: list | None = [] if tracing else None
-            token = RUN_STATE.set((deadline, trace))
+            token, ignored = RUN_STATE.set((deadline, trace)), fp_errors.ignore()
             try:
                 steps = instrument(plan, trace) if trace is not None else None
-                with np.errstate(all="ignore"):
-                    values = run_plan(plan, feed_values, steps, deadline)
+                values = run_plan(plan, feed_values, steps, deadline)
             finally:
+                fp_errors.restore(ignored)
                 RUN_STATE.reset(token)
             if trace is not None:
                 _write_step_stats(run_metadata, trace)

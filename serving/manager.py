@@ -68,26 +68,30 @@ class _Harness:
     retry_now: threading.Event = field(default_factory=threading.Event)
 
 
-class _Pin:
-    """A handle's pin on its version, released exactly once: by the handle's ``with`` block end
-    or, failing that, when the handle (its only owner) is collected. Lighter than a
-    ``weakref.finalize`` per request; the pop makes a racing second release a no-op."""
+class _Handle(Servable):
+    """What ``get_servable`` returns: a Servable whose pin on its version is released exactly
+    once, by its ``with`` block's end or, failing that, when it is collected (which cannot
+    happen during the block: its thread holds the handle). One object per request, lighter than
+    a Servable plus a finalizer."""
 
-    __slots__ = ("_unpin", "_harness")
+    __slots__ = ("_harness", "_unpin")
 
-    def __init__(self, unpin: Callable[[_Harness], None], harness: _Harness):
-        self._unpin, self._harness = unpin, [harness]
+    def __init__(self, h: _Harness, unpin: Callable[[_Harness], None]):
+        self.name, self.version = h.id
+        self.bundle, self.cache, self._release = h.bundle, h.cache, None
+        self._harness, self._unpin = h, unpin
 
-    def __call__(self) -> None:
-        if self._harness:  # released already otherwise
-            try:
-                harness = self._harness.pop()
-            except IndexError:  # a racing release won
-                return
-            self._unpin(harness)
+    def __exit__(self, *exc) -> None:
+        self._release_pin()
 
     def __del__(self) -> None:
-        self()
+        self._release_pin()
+
+    def _release_pin(self) -> None:
+        h = self._harness
+        if h is not None:
+            self._harness = None
+            self._unpin(h)
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,9 @@ class VersionState:
     state: ManagerState
     error: errors.OpError | None = None
     seq: int = 0
+
+
+_NONE: dict = {}
 
 
 class AspiredVersionsManager:
@@ -125,6 +132,7 @@ class AspiredVersionsManager:
         # What requests read: never changed in place, replaced under the pins lock (by
         # ``_set_available``), so that a request finds and pins its version taking that lock only.
         self._available: dict[str, dict[int, _Harness]] = {}
+        self._latest: dict[str, _Harness] = {}  # the highest available version of each model
         self._states: dict[str, dict[int, VersionState]] = {}  # the ServableStateMonitor
         self._seq = 0
         self._loads_in_flight = 0
@@ -191,15 +199,15 @@ class AspiredVersionsManager:
     def get_servable(self, name: str, version: int | None) -> Servable:
         """A pinned handle to ``version`` (None: the highest available)."""
         with self._pins_lock:
-            available = self._available.get(name)
-            h = None
-            if available:
-                h = available.get(version) if version is not None else available[max(available)]
+            if version is None:
+                h = self._latest.get(name)
+            else:
+                h = self._available.get(name, _NONE).get(version)
             if h is None:
                 request = f"Latest({name})" if version is None else f"Specific({name}, {version})"
                 raise errors.NotFoundError(None, None, f"Servable not found for request: {request}")
             h.pins += 1
-        return Servable(h.id.name, h.id.version, h.bundle, _Pin(self._unpin, h), h.cache)
+        return _Handle(h, self._unpin)
 
     def _unpin(self, h: _Harness) -> None:
         with self._pins_lock:
@@ -215,13 +223,14 @@ class AspiredVersionsManager:
             versions[h.id.version] = h
         else:
             versions.pop(h.id.version, None)
-        table = dict(self._available)
+        table, latest = dict(self._available), dict(self._latest)
         if versions:
-            table[h.id.name] = versions
+            table[h.id.name], latest[h.id.name] = versions, versions[max(versions)]
         else:
             table.pop(h.id.name, None)
+            latest.pop(h.id.name, None)
         with self._pins_lock:
-            self._available = table
+            self._available, self._latest = table, latest
 
     def available_versions(self, name: str) -> list[int]:
         with self._cv:

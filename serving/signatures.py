@@ -9,6 +9,7 @@ signature's expected outputs and their post-processing.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 
@@ -177,8 +178,14 @@ def run_options(deadline: float | None) -> config_pb2.RunOptions | None:
     a call without a deadline as ~infinite time left: that is no timeout (0), as in TF."""
     if deadline is None or deadline * 1000 >= _NO_TIMEOUT_MS:
         return None  # the Session's default: no timeout
-    options = config_pb2.RunOptions()  # then set: cheaper than the keyword constructor
-    options.timeout_in_ms = max(1, int(deadline * 1000))
+    return _timeout_options(max(1, int(deadline * 1000)))
+
+
+@functools.lru_cache(maxsize=256)  # a client's deadlines repeat: its timeout less a few ms
+def _timeout_options(timeout_ms: int) -> config_pb2.RunOptions:
+    """RunOptions with ``timeout_in_ms``, shared by the requests with that time left: read only."""
+    options = config_pb2.RunOptions()
+    options.timeout_in_ms = timeout_ms
     return options
 
 

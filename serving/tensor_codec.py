@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from apis.tensorflow.core.framework import tensor_pb2
+from apis.tensorflow.core.framework import tensor_pb2, tensor_shape_pb2
 from runtime import dtypes
 
 if sys.byteorder != "little":  # pragma: no cover
@@ -85,14 +85,20 @@ _INT64_MAX = (1 << 63) - 1
 
 def shape_of(proto: tensor_pb2.TensorProto) -> tuple[int, ...]:
     """The fully defined shape of a request tensor; raises TensorProtoError like TensorShape::IsValid."""
-    shape = proto.tensor_shape
-    dim = shape.dim
-    dims = tuple([dim[i].size for i in range(len(dim))])  # indexing beats iterating a repeated field
+    return _shape(proto.tensor_shape.SerializeToString())[0]
+
+
+@functools.lru_cache(maxsize=1024)  # requests repeat a few shapes: reading dims is 3x the lookup
+def _shape(wire: bytes) -> tuple[tuple[int, ...], int]:
+    """The dims and element count of a serialized TensorShapeProto (errors are not cached)."""
+    shape = tensor_shape_pb2.TensorShapeProto.FromString(wire)
+    dims = tuple(d.size for d in shape.dim)
     if shape.unknown_rank or len(dims) > _MAX_DIMS or (dims and min(dims) < 0):
         raise TensorProtoError("invalid tensor shape")
-    if math.prod(dims) > _INT64_MAX:
+    n = math.prod(dims)
+    if n > _INT64_MAX:
         raise TensorProtoError("too many elements")
-    return dims
+    return dims, n
 
 
 def decode(proto: tensor_pb2.TensorProto, *, max_fill_bytes: int = MAX_FILL_BYTES) -> np.ndarray:
@@ -105,24 +111,17 @@ def decode(proto: tensor_pb2.TensorProto, *, max_fill_bytes: int = MAX_FILL_BYTE
     np_dtype = _NUMPY_DTYPE.get(dtype)
     if np_dtype is None:
         raise TensorProtoError(f"unsupported dtype {dtype}")
-    shape = shape_of(proto)
-    n = math.prod(shape)
+    shape, n = _shape(proto.tensor_shape.SerializeToString())
     if n == 0:
         return np.empty(shape, np_dtype)
     content = proto.tensor_content
-    if content:
-        flat = _from_content(content, dtype, np_dtype, n)
-    else:
-        flat = _from_field(proto, dtype, np_dtype, n, max_fill_bytes)
-    return flat.reshape(shape)
-
-
-def _from_content(content: bytes, dtype: int, np_dtype: np.dtype, n: int) -> np.ndarray:
+    if not content:
+        return _from_field(proto, dtype, np_dtype, n, max_fill_bytes).reshape(shape)
     if dtype == dtypes.DT_STRING:
-        return _strings_from_content(content, n)
+        return _strings_from_content(content, n).reshape(shape)
     if len(content) != n * np_dtype.itemsize:
         raise TensorProtoError("tensor_content size does not match the shape")
-    return np.frombuffer(content, np_dtype)
+    return np.ndarray(shape, np_dtype, content)  # one call: frombuffer, then reshape, is two
 
 
 def _strings_from_content(content: bytes, n: int) -> np.ndarray:
@@ -211,7 +210,7 @@ def field_bytes(array, dtype: int | None = None) -> bytes:
     dtype = dtype_of(array, dtype)
     wire = _header(dtype, array.shape)
     if array.size:
-        wire += _field_bytes(dtype, array.reshape(-1))
+        wire += _field_bytes(dtype, array)
     return wire
 
 
@@ -249,14 +248,17 @@ def _as_bytes(value) -> bytes:
     return value.encode() if isinstance(value, str) else bytes(value)
 
 
-def _field_bytes(dtype: int, flat: np.ndarray) -> bytes:
-    """The wire bytes of the typed field holding ``flat`` (packed, except string_val)."""
+def _field_bytes(dtype: int, array: np.ndarray) -> bytes:
+    """The wire bytes of the typed field holding ``array``'s values in C order (packed, except
+    string_val)."""
     name, number = _FIELD[dtype]
+    if dtype in (dtypes.DT_FLOAT, dtypes.DT_DOUBLE, dtypes.DT_COMPLEX64, dtypes.DT_COMPLEX128):
+        payload = array.tobytes()  # (C order whatever the strides)
+        return _FIELD_KEY[number] + _varint(len(payload)) + payload
+    flat = array.reshape(-1)
     if dtype == dtypes.DT_STRING:
         return _strings_field(number, flat)
-    if dtype in (dtypes.DT_FLOAT, dtypes.DT_DOUBLE, dtypes.DT_COMPLEX64, dtypes.DT_COMPLEX128):
-        payload = np.ascontiguousarray(flat).tobytes()
-    elif dtype in (dtypes.DT_HALF, dtypes.DT_BFLOAT16):
+    if dtype in (dtypes.DT_HALF, dtypes.DT_BFLOAT16):
         payload = _varints(flat.view(np.uint16).astype(np.uint64))
     elif dtype == dtypes.DT_BOOL:
         payload = flat.astype(np.uint8).tobytes()

@@ -20,9 +20,15 @@ class FetchMapper:
         self.operations: list[Operation] = []
         self._index: dict[Tensor, int] = {}
         self._builder = self._map(graph, fetches)
-        if type(fetches) is list and not self.operations and len(self.tensors) == len(fetches):
-            if not any(isinstance(f, (list, tuple, Mapping)) for f in fetches):
-                self._builder = list  # distinct tensors, in order: the values are the result
+        # Distinct tensors, in order: a list of the values is the result.
+        self.flat = (
+            type(fetches) is list
+            and not self.operations
+            and len(self.tensors) == len(fetches)
+            and not any(isinstance(f, (list, tuple, Mapping)) for f in fetches)
+        )
+        if self.flat:
+            self._builder = list
 
     def build(self, values: list) -> object:
         """The fetch structure with each tensor replaced by its value (``values`` follows

@@ -117,17 +117,22 @@ class Session:
         check_shapes = self._check_feed_shapes
         exact = tuple(None if check_shapes else _exact_numpy_dtype(d) for d in feed_dtypes)
 
+        count = len(feed_tensors)
+        build = None if mapper.flat else mapper.build  # flat: the run's fresh list is the result
+
         def callable_(*feed_args, options=None, run_metadata=None):
-            if len(feed_args) != len(feed_tensors):
-                raise TypeError(f"Expected {len(feed_tensors)} feed arguments, got {len(feed_args)}")
+            if len(feed_args) != count:
+                raise TypeError(f"Expected {count} feed arguments, got {len(feed_args)}")
             if (options is not None or run_metadata is not None) and not accept_options:
                 raise TypeError("options and run_metadata need accept_options=True")
             if self._closed:
                 self._check_open()
-            values = list(feed_args)
+            values = feed_args  # copied only where a feed needs converting
             i = 0
             for v in feed_args:  # a plain loop: half a comprehension's cost, paid per request
                 if type(v) is not np.ndarray or v.dtype is not exact[i]:
+                    if values is feed_args:
+                        values = list(feed_args)
                     values[i] = _feed_value(feed_tensors[i], feed_dtypes[i], v, check_shapes)
                 i += 1
             plan = self._plans.get(key)
@@ -136,8 +141,10 @@ class Session:
             if plan.quiet and plan.direct is not None and (run_metadata is None or options is None):
                 # A fully delegated model: one call. A timeout has nothing to interrupt (run_plan
                 # checks it between steps) and the call reads no run state; no trace is asked.
-                return mapper.build(plan.direct(values))
-            return mapper.build(self._run_plan(plan, values, options, run_metadata))
+                results = plan.direct(values)
+            else:
+                results = self._run_plan(plan, values, options, run_metadata)
+            return results if build is None else build(results)
 
         return callable_
 

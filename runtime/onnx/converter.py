@@ -159,6 +159,9 @@ class Builder:
     library: Mapping = field(default_factory=dict)  # FunctionDefs by name (While bodies)
     lists: dict[str, ListInfo] = field(default_factory=dict)  # ONNX name -> TensorList facts
     margins: list[str] = field(default_factory=list)  # int64 scalars, < 0 where TF's kernels disagree
+    # A margin that matters only where a value is computed -> that value (a model's outputs may
+    # not need it; subgraphs keep every margin).
+    margin_needs: dict[str, str] = field(default_factory=dict)
     # What shape values are (``shape_values.py``): a 1-D value's entries, each a number or the
     # product of dimensions start:end of an ONNX value, (value, start, end); a scalar's entry.
     dim_lists: dict[str, tuple] = field(default_factory=dict)
@@ -245,27 +248,31 @@ class Builder:
             flag = self.op("ReduceMin", [flag], keepdims=0, rank=0)  # empty: INT64_MAX, it holds
         self.margins.append(self.op("Sub", [flag, self.int64s(1, "one")], rank=0))
 
-    def guard_in_range(self, indices: str, size: str | int, gathered: bool = False) -> None:
+    def guard_in_range(
+        self, indices: str, size: str | int, gathered: bool = False, needed_by: str | None = None
+    ) -> None:
         """Guards ``0 <= indices < size``: TF's CPU kernels raise on any other index, ONNX wraps
         negative ones. ``size``: a scalar value or a number. ``gathered``: a Gather reads at these
         indices, whose CPU kernel rejects those past the end with an error of its own (the run
         then goes native too), so only the lower bound needs a guard, unless the model is built
-        for a device whose kernels do not check (``checks_bounds`` False)."""
+        for a device whose kernels do not check (``checks_bounds`` False). ``needed_by``: the
+        guard matters only where this value is computed."""
         known = self.values[indices].const
         if known is not None and isinstance(size, int):
             self.guard(self.const(np.all((known >= 0) & (known < size))))
             return
         low = self.op("ReduceMin", [indices], keepdims=0, rank=0)  # empty: the type's max, it holds
-        if gathered and self._root().checks_bounds:
-            self.margins.append(self.cast(low, TensorProto.INT64))
-            return
-        high = self.op("ReduceMax", [indices], keepdims=0, rank=0)  # empty: the type's min
-        if isinstance(size, int):
-            last = self.int64s(size - 1, "last")
-        else:
-            last = self.op("Sub", [self.cast(size, TensorProto.INT64), self.int64s(1, "one")], rank=0)
-        self.margins.append(self.cast(low, TensorProto.INT64))
-        self.margins.append(self.op("Sub", [last, self.cast(high, TensorProto.INT64)], rank=0))
+        margins = [self.cast(low, TensorProto.INT64)]
+        if not gathered or not self._root().checks_bounds:
+            high = self.op("ReduceMax", [indices], keepdims=0, rank=0)  # empty: the type's min
+            if isinstance(size, int):
+                last = self.int64s(size - 1, "last")
+            else:
+                last = self.op("Sub", [self.cast(size, TensorProto.INT64), self.int64s(1, "one")], rank=0)
+            margins.append(self.op("Sub", [last, self.cast(high, TensorProto.INT64)], rank=0))
+        self.margins.extend(margins)
+        if needed_by is not None:
+            self.margin_needs.update(dict.fromkeys(margins, needed_by))
 
     def infer_rank(self, name: str) -> int | None:
         """``name``'s rank by ONNX shape inference over the graph so far (where tracking lost it)."""
@@ -413,14 +420,25 @@ def emit(b: Builder, name: str, op_type: str, attr_protos: Mapping, inputs: list
 
 def _model(b: Builder, graph_inputs: list, results: list[str]) -> onnx.ModelProto:
     outputs = []
+    producers = {value: node for node in b.nodes for value in node.output}
+    renamed: dict[str, str] = {}
     for i, name in enumerate(results):
-        # Every output gets its public name through an Identity (ORT removes it when optimising),
-        # so an output may also be an input, an initializer or another output.
+        # Every output gets its public name: the value a node computes is renamed (an Identity
+        # read elsewhere too costs onnxruntime a copy per run); an input, an initializer or
+        # another output gets an Identity.
         out = f"output_{i}"
-        b.nodes.append(helper.make_node("Identity", [name], [out]))
+        if name in producers and name not in renamed and name not in b.margins:
+            _rename(b.nodes, name, out)
+            renamed[name] = out
+        else:
+            b.nodes.append(helper.make_node("Identity", [renamed.get(name, name)], [out]))
         outputs.append(helper.make_tensor_value_info(out, b.values[name].elem_type, None))
-    if b.margins:  # one int64 scalar after the outputs: below 0, "run this input natively"
-        b.nodes.append(helper.make_node("Min", b.margins, [GUARD]))
+    margins = b.margins
+    if b.margin_needs:  # those whose value no output needs go
+        computed = {value for node in _live(b.nodes, {o.name for o in outputs}) for value in node.output}
+        margins = [m for m in margins if b.margin_needs.get(m, m) in computed or m not in b.margin_needs]
+    if margins:  # one int64 scalar after the outputs: below 0, "run this input natively"
+        b.nodes.append(helper.make_node("Min", margins, [GUARD]))
         outputs.append(helper.make_tensor_value_info(GUARD, TensorProto.INT64, []))
     live = _live(b.nodes, {o.name for o in outputs})
     del b.nodes[:]
@@ -431,6 +449,21 @@ def _model(b: Builder, graph_inputs: list, results: list[str]) -> onnx.ModelProt
     )
     model.ir_version = IR_VERSION
     return model
+
+
+def _rename(nodes, old: str, new: str) -> None:
+    """Renames the value ``old`` where nodes (and their subgraphs, nested) compute or read it."""
+    for node in nodes:
+        for field_ in (node.input, node.output):
+            for i, value in enumerate(field_):
+                if value == old:
+                    field_[i] = new
+        for attribute in node.attribute:
+            for graph in [*attribute.graphs, *([attribute.g] if attribute.HasField("g") else [])]:
+                _rename(graph.node, old, new)
+                for info in graph.output:  # (a body may give an outer value as it is)
+                    if info.name == old:
+                        info.name = new
 
 
 def _live(nodes: list, outputs: set[str]) -> list:

@@ -65,12 +65,14 @@ def sparse_softmax_cross_entropy_with_logits(node: TFNode, b: Builder) -> list[s
     if node.rank(0) != 2 or node.rank(1) != 1:
         raise NotConvertible("SparseSoftmaxCrossEntropyWithLogits of other ranks than TF checks")
     classes = b.op("Shape", [logits], start=1, end=2, rank=1, elem_type=TensorProto.INT64)
-    b.guard_in_range(labels, b.op("Squeeze", [classes, b.int64s([0])], rank=0))
+    count = b.op("Squeeze", [classes, b.int64s([0])], rank=0)
     rows = b.op("Unsqueeze", [b.cast(labels, TensorProto.INT64), b.int64s([1])], rank=2)
     picked = b.op("GatherElements", [b.op("LogSoftmax", [logits], axis=1), rows], axis=1, rank=2)
+    b.guard_in_range(labels, count, gathered=True)  # (GatherElements, as Gather, checks the end)
     loss = b.op("Neg", [b.op("Squeeze", [picked, b.int64s([1])], rank=1)])
     off_on = b.const(np.array([0, 1], _np_type(node)), "off_on")
     hot = b.op("OneHot", [labels, classes, off_on], axis=-1, rank=2, elem_type=node.elem_type(0))
+    b.guard_in_range(labels, count, needed_by=hot)  # OneHot has no row where a label is out of range
     return [loss, b.op("Sub", [b.op("Softmax", [logits], axis=1), hot])]
 
 

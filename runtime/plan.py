@@ -86,6 +86,11 @@ class Plan:
     # Every slot's value before a run: constants' values (computed when the plan was built), else None.
     initial: tuple | None = None
 
+    @functools.cached_property
+    def any_fed(self) -> bool:
+        """Whether a fetch is also fed (its value is returned as fed)."""
+        return any(self.fetch_fed)
+
 
 def _deref(value):
     read = getattr(value, "read", None)  # a ref variable (runtime.resources.Var)

@@ -160,7 +160,7 @@ def tile(node: TFNode, b: Builder) -> str:
     return b.op("Tile", [x, _int64(b, multiples)])
 
 
-@converter("GatherV2", const_inputs=(2,))
+@converter("GatherV2", const_inputs=(2,), strings=True)
 def gather_v2(node: TFNode, b: Builder) -> str:
     params, indices, _ = node.inputs
     if node.attr("batch_dims", 0):

@@ -181,6 +181,8 @@ class ClusterRunner:
             return self._fall_back(f"not converted: {type(exc).__name__}: {exc}", native, inputs)
         try:
             ours = session.run(None, {f"input_{i}": _contiguous(x) for i, x in enumerate(inputs)})
+            for i in _text_outputs(session):
+                ours[i] = _as_bytes(ours[i])
         except Exception as exc:  # noqa: BLE001 - a bad input raises TF's error here (compiled again next time)
             native = native if native is not None else self._run_native(inputs)
             return self._fall_back(f"not converted: {type(exc).__name__}: {exc}", native, inputs)
@@ -241,22 +243,40 @@ def _fast_run(session: ort.InferenceSession, fetch_names: list[str]):
     """``session.run`` minus its Python wrapper (which checks feed names, ours by construction,
     and retries a failed GPU run on the CPU): about 1 us a call, a sixth of a small model's run.
     A CUDA session keeps the wrapper for its retry. A guarded model's run also fetches its guard
-    and raises ``_Unguarded`` where it fails."""
+    and raises ``_Unguarded`` where it fails; string outputs come back as bytes."""
     binding = getattr(session, "_sess", None)
     run = session.run
     if binding is not None and session.get_providers() == ["CPUExecutionProvider"]:
         run = binding.run
-    if not _guarded(session):
+    texts = _text_outputs(session)
+    guarded = _guarded(session)
+    if not guarded and not texts:
         return run
-    names = [*fetch_names, GUARD]
+    names = [*fetch_names, GUARD] if guarded else fetch_names
 
-    def guarded(_fetch_names, feeds, options):
+    def checked(_fetch_names, feeds, options):
         outputs = run(names, feeds, options)
-        if outputs.pop() < 0:
+        if guarded and outputs.pop() < 0:
             raise _Unguarded
+        for i in texts:
+            outputs[i] = _as_bytes(outputs[i])
         return outputs
 
-    return guarded
+    return checked
+
+
+def _text_outputs(session: ort.InferenceSession) -> tuple[int, ...]:
+    """The outputs onnxruntime gives as ``str`` (a ``strings`` converter's): TF's are bytes."""
+    return tuple(i for i, info in enumerate(session.get_outputs()) if info.type == "tensor(string)")
+
+
+def _as_bytes(texts: np.ndarray) -> np.ndarray:
+    if texts.ndim:
+        return _ENCODE(texts)
+    return _ENCODE(texts, out=np.empty((), object))  # (a 0-d input would give a bare bytes)
+
+
+_ENCODE = np.frompyfunc(str.encode, 1, 1)
 
 
 class _Unguarded(Exception):

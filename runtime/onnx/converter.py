@@ -74,6 +74,7 @@ class ConverterDef:
     lists: bool = False  # may take or give DT_VARIANT TensorLists (dense tensors in ONNX, list_ops.py)
     check: Callable | None = None  # op -> why it cannot convert (None: it can), beyond this data
     unread_from: int | None = None  # inputs from here on are never converted (Assert's message data)
+    strings: bool = False  # may read a constant string table and give strings (``converter``)
 
 
 CONVERTERS: dict[str, ConverterDef] = {}
@@ -87,6 +88,7 @@ def converter(
     lists: bool = False,
     check: Callable | None = None,
     unread_from: int | None = None,
+    strings: bool = False,
 ) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the ONNX converter of each TF op type named.
 
@@ -95,6 +97,8 @@ def converter(
     ``check(op)``: a static reason the op cannot convert, for conditions the data cannot say.
     ``unread_from``: inputs from this index on only matter to the native kernel (an ``Assert``'s
     message): the converter gets None for those without an ONNX value (a string ``Const``).
+    ``strings``: the op may read strings from a ``Const`` (UTF-8 text: onnxruntime's strings are
+    text) and give strings, which leave the cluster as bytes; other string tensors stay native.
     """
 
     def register(fn: Callable) -> Callable:
@@ -107,6 +111,7 @@ def converter(
             lists,
             check,
             unread_from,
+            strings,
         )
         for op_type in op_types:
             if op_type in CONVERTERS:
@@ -162,6 +167,7 @@ class Builder:
     # A margin that matters only where a value is computed -> that value (a model's outputs may
     # not need it; subgraphs keep every margin).
     margin_needs: dict[str, str] = field(default_factory=dict)
+    non_negative: set[str] = field(default_factory=set)  # integer values known to be >= 0
     # What shape values are (``shape_values.py``): a 1-D value's entries, each a number or the
     # product of dimensions start:end of an ONNX value, (value, start, end); a scalar's entry.
     dim_lists: dict[str, tuple] = field(default_factory=dict)
@@ -196,7 +202,7 @@ class Builder:
         array = np.asarray(array)
         name = self.fresh(hint)
         self._root().initializers.append(numpy_helper.from_array(array, name))
-        elem = helper.np_dtype_to_tensor_dtype(array.dtype)
+        elem = TensorProto.STRING if array.dtype == object else helper.np_dtype_to_tensor_dtype(array.dtype)
         self.values[name] = Value(elem, array.ndim, array)
         return name
 
@@ -261,8 +267,10 @@ class Builder:
         if known is not None and isinstance(size, int):
             self.guard(self.const(np.all((known >= 0) & (known < size))))
             return
-        low = self.op("ReduceMin", [indices], keepdims=0, rank=0)  # empty: the type's max, it holds
-        margins = [self.cast(low, TensorProto.INT64)]
+        margins = []
+        if indices not in self.non_negative:
+            low = self.op("ReduceMin", [indices], keepdims=0, rank=0)  # empty: the type's max, it holds
+            margins.append(self.cast(low, TensorProto.INT64))
         if not gathered or not self._root().checks_bounds:
             high = self.op("ReduceMax", [indices], keepdims=0, rank=0)  # empty: the type's min
             if isinstance(size, int):
@@ -345,6 +353,8 @@ class TFNode:
 
 
 def onnx_type(dtype: int) -> int:
+    if dtypes.base_dtype(dtype) == dtypes.DT_STRING:
+        return TensorProto.STRING  # (only ``strings`` converters meet one)
     try:
         return ONNX_TYPES[dtypes.base_dtype(dtype)]
     except KeyError:
@@ -405,9 +415,12 @@ def emit(b: Builder, name: str, op_type: str, attr_protos: Mapping, inputs: list
     the ONNX value of each of its outputs (None: not produced)."""
     attrs = attr_lib.decode_attrs(attr_protos)
     if op_type == "Const":
+        value = tensor_util.make_ndarray(attr_protos["value"].tensor)
+        if dtypes.base_dtype(attrs["dtype"]) == dtypes.DT_STRING and is_text(value):
+            return [b.const(value, name)]  # a table a ``strings`` converter reads
         if dtypes.base_dtype(attrs["dtype"]) not in ONNX_TYPES:
             return [None]  # only an input no converter reads takes it (``unread_from``)
-        return [b.const(tensor_util.make_ndarray(attr_protos["value"].tensor), name)]
+        return [b.const(value, name)]
     definition = lookup(op_type)
     if definition is None:
         raise NotConvertible(f"no converter for {op_type}")
@@ -449,6 +462,16 @@ def _model(b: Builder, graph_inputs: list, results: list[str]) -> onnx.ModelProt
     )
     model.ir_version = IR_VERSION
     return model
+
+
+def is_text(strings: np.ndarray) -> bool:
+    """Whether every string is UTF-8 text (onnxruntime hands strings to Python as ``str``)."""
+    try:
+        for item in strings.reshape(-1).tolist():
+            item.decode("utf-8")
+    except (UnicodeDecodeError, AttributeError):
+        return False
+    return True
 
 
 def _rename(nodes, old: str, new: str) -> None:

@@ -256,7 +256,9 @@ def arg_max(node: TFNode, b: Builder) -> str:
         elem_type=TensorProto.INT64,
         rank=rank and rank - 1,
     )
-    return b.cast(found, out)
+    result = b.cast(found, out)
+    b.non_negative.add(result)  # an index along the axis: a Gather at it needs no lower guard
+    return result
 
 
 @converter("SelectV2")

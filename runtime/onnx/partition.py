@@ -1,8 +1,9 @@
 """Partitioning in small pure steps: ``supported(op)`` -> ``propose_clusters(graph)`` -> ``fuse``.
 
 - ``reason(op)`` says why one node cannot run in onnxruntime (None: it can): no converter, a dtype
-  ONNX lacks here, a shape or axis input that is not a constant, an output the converter does not
-  produce but someone reads. ``supported(op)`` is ``reason(op) is None``.
+  ONNX lacks here (strings only from a constant table of text, into a ``strings`` converter), a
+  shape or axis input that is not a constant, an output the converter does not produce but
+  someone reads. ``supported(op)`` is ``reason(op) is None``.
 - ``propose_clusters(graph, frozen)`` groups supported nodes into maximal clusters in one pass
   over a topological order: a node joins the clusters of its producers when the union stays
   acyclic (no path leaves the union and comes back), so the result is deterministic and each
@@ -87,6 +88,9 @@ def reason(op: Operation) -> str | None:
         dtype = tensor.dtype
         if definition.lists and dtype is not None and dtypes.base_dtype(dtype) == dtypes.DT_VARIANT:
             continue  # a TensorList: allowed inside a cluster (never across its boundary)
+        if definition.strings and dtype is not None and dtypes.base_dtype(dtype) == dtypes.DT_STRING:
+            if tensor.op is op or (tensor.op.type == "Const" and _text_table(tensor.op)):
+                continue  # a constant table of text, and what the op gives of it
         if dtype is None or dtypes.base_dtype(dtype) not in converter_lib.ONNX_TYPES:
             shown = dtypes.name(dtype) if dtype else "unknown"
             return f"dtype {shown} of {tensor.name}"
@@ -100,6 +104,10 @@ def reason(op: Operation) -> str | None:
         if read >= definition.num_outputs:
             return f"output {read} is read and not converted"
     return definition.check(op) if definition.check is not None else None
+
+
+def _text_table(const: Operation) -> bool:
+    return converter_lib.is_text(tensor_util.make_ndarray(const.node_def.attr["value"].tensor))
 
 
 def supported(op: Operation) -> bool:

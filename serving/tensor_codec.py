@@ -88,9 +88,14 @@ def shape_of(proto: tensor_pb2.TensorProto) -> tuple[int, ...]:
     return _shape(proto.tensor_shape.SerializeToString())[0]
 
 
-@functools.lru_cache(maxsize=1024)  # requests repeat a few shapes: reading dims is 3x the lookup
 def _shape(wire: bytes) -> tuple[tuple[int, ...], int]:
-    """The dims and element count of a serialized TensorShapeProto (errors are not cached)."""
+    """The dims and element count of a serialized TensorShapeProto: requests repeat a few shapes,
+    and a lookup costs a third of reading the dims. Only short ones are kept (a request's shape
+    may carry dim names or unknown fields of any size)."""
+    return _cached_shape(wire) if len(wire) <= _CACHED_SHAPE_BYTES else _parse_shape(wire)
+
+
+def _parse_shape(wire: bytes) -> tuple[tuple[int, ...], int]:
     shape = tensor_shape_pb2.TensorShapeProto.FromString(wire)
     dims = tuple(d.size for d in shape.dim)
     if shape.unknown_rank or len(dims) > _MAX_DIMS or (dims and min(dims) < 0):
@@ -99,6 +104,10 @@ def _shape(wire: bytes) -> tuple[tuple[int, ...], int]:
     if n > _INT64_MAX:
         raise TensorProtoError("too many elements")
     return dims, n
+
+
+_cached_shape = functools.lru_cache(maxsize=1024)(_parse_shape)  # errors are not cached
+_CACHED_SHAPE_BYTES = 64  # (8 dims of sizes below 2**28)
 
 
 def decode(proto: tensor_pb2.TensorProto, *, max_fill_bytes: int = MAX_FILL_BYTES) -> np.ndarray:

@@ -122,6 +122,20 @@ def test_tensor_content_is_zero_copy_and_read_only():
     np.testing.assert_array_equal(decoded, np.arange(6).reshape(2, 3))
 
 
+def test_shapes_are_parsed_once_each_but_long_ones_are_not_kept():
+    """Requests repeat a few shapes; a shape carrying long dim names is read, never kept."""
+    proto = _proto(types_pb2.DT_FLOAT, [2, 1], float_val=[1, 2])
+    first = tensor_codec.decode(proto)
+    hits = tensor_codec._cached_shape.cache_info().hits
+    np.testing.assert_array_equal(tensor_codec.decode(proto), first)
+    assert tensor_codec._cached_shape.cache_info().hits == hits + 1
+    named = _proto(types_pb2.DT_FLOAT, [2, 1], float_val=[1, 2])
+    named.tensor_shape.dim[0].name = "n" * 10_000
+    kept = tensor_codec._cached_shape.cache_info().currsize
+    np.testing.assert_array_equal(tensor_codec.decode(named), first)
+    assert tensor_codec._cached_shape.cache_info().currsize == kept
+
+
 BAD = {
     "content size": _proto(types_pb2.DT_FLOAT, [3], tensor_content=b"\0" * 8),
     "negative dim": _proto(types_pb2.DT_FLOAT, [-1], float_val=[1]),

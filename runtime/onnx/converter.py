@@ -415,11 +415,12 @@ def emit(b: Builder, name: str, op_type: str, attr_protos: Mapping, inputs: list
     the ONNX value of each of its outputs (None: not produced)."""
     attrs = attr_lib.decode_attrs(attr_protos)
     if op_type == "Const":
-        value = tensor_util.make_ndarray(attr_protos["value"].tensor)
-        if dtypes.base_dtype(attrs["dtype"]) == dtypes.DT_STRING and is_text(value):
-            return [b.const(value, name)]  # a table a ``strings`` converter reads
-        if dtypes.base_dtype(attrs["dtype"]) not in ONNX_TYPES:
+        dtype = dtypes.base_dtype(attrs["dtype"])
+        if dtype not in ONNX_TYPES and dtype != dtypes.DT_STRING:
             return [None]  # only an input no converter reads takes it (``unread_from``)
+        value = tensor_util.make_ndarray(attr_protos["value"].tensor)
+        if dtype == dtypes.DT_STRING and not is_text(value):
+            return [None]  # (a ``strings`` converter reads only text: it is not given this one)
         return [b.const(value, name)]
     definition = lookup(op_type)
     if definition is None:
@@ -449,7 +450,8 @@ def _model(b: Builder, graph_inputs: list, results: list[str]) -> onnx.ModelProt
     margins = b.margins
     if b.margin_needs:  # those whose value no output needs go
         computed = {value for node in _live(b.nodes, {o.name for o in outputs}) for value in node.output}
-        margins = [m for m in margins if b.margin_needs.get(m, m) in computed or m not in b.margin_needs]
+        needs = {m: renamed.get(value, value) for m, value in b.margin_needs.items()}
+        margins = [m for m in margins if m not in needs or needs[m] in computed]
     if margins:  # one int64 scalar after the outputs: below 0, "run this input natively"
         b.nodes.append(helper.make_node("Min", margins, [GUARD]))
         outputs.append(helper.make_tensor_value_info(GUARD, TensorProto.INT64, []))

@@ -84,12 +84,9 @@ def add_to_server(core, server) -> PredictionServiceServicer:
 
 
 def _handler(method, request_type, response_type):
-    """A unary handler; ``response_type`` None: the method returns serialized bytes."""
-    serialize = response_type.SerializeToString if response_type is not None else _as_is
+    """A unary handler; ``response_type`` None: the method returns serialized bytes (grpc sends
+    a response as it is where the handler has no serializer)."""
+    serialize = response_type.SerializeToString if response_type is not None else None
     return grpc.unary_unary_rpc_method_handler(
         method, request_deserializer=request_type.FromString, response_serializer=serialize
     )
-
-
-def _as_is(response: bytes) -> bytes:
-    return response

@@ -458,7 +458,9 @@ def _model(b: Builder, graph_inputs: list, results: list[str]) -> onnx.ModelProt
     live = _live(b.nodes, {o.name for o in outputs})
     del b.nodes[:]
     b.nodes.extend(live)
-    graph = helper.make_graph(b.nodes, "cluster", graph_inputs, outputs, b.initializers)
+    read = {o.name for o in outputs}.union(*(n.input for n in live), *(_subgraph_reads(n) for n in live))
+    initializers = [t for t in b.initializers if t.name in read]  # (converters make some in vain)
+    graph = helper.make_graph(b.nodes, "cluster", graph_inputs, outputs, initializers)
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="savedmodel-server"
     )

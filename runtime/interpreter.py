@@ -47,18 +47,23 @@ def direct_call(steps: tuple, feed_slots, fetch_slots, fetch_fed, constants=None
     in_order = multi and picks == tuple(range(len(outs)))
     if all(slot in feed_index for slot in step.inputs):
         args = tuple(feed_index[slot] for slot in step.inputs)
-        first_only = args == (0,)
     else:  # constants among the inputs: the feeds and the constants in one list
-        first_only = False
         extra = {slot: len(feed_slots) + i for i, slot in enumerate(constants)}
         args = tuple(feed_index[slot] if slot in feed_index else extra[slot] for slot in step.inputs)
         bound = list(constants.values())
         call = _with_constants(call, args, bound)
         args = tuple(range(len(feed_slots)))  # every feed, in order: ``with_constants`` picks
+    first_only = args == (0,)
+    all_feeds = args == tuple(range(len(feed_slots)))  # each feed once, in order: no list to build
 
     def direct(feed_values: Sequence) -> list:
         try:
-            result = call(feed_values[0]) if first_only else call(*[feed_values[i] for i in args])
+            if first_only:
+                result = call(feed_values[0])
+            elif all_feeds:
+                result = call(*feed_values)
+            else:
+                result = call(*[feed_values[i] for i in args])
             if one:
                 if type(result) is np.ndarray and result.ndim:
                     return [result]

@@ -12,7 +12,7 @@ import numpy as np
 from onnx import TensorProto
 
 from runtime import dtypes
-from runtime.onnx import shape_values
+from runtime.onnx import shape_values, text_table
 from runtime.onnx.converter import Builder, NotConvertible, TFNode, converter, onnx_type
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -177,6 +177,8 @@ def gather_v2(node: TFNode, b: Builder) -> str:
         shape = b.op("Shape", [params], rank=1, elem_type=TensorProto.INT64)  # unread (pruned) on CPU
         size = b.op("Gather", [shape, b.int64s(axis % ranks[0] if ranks[0] else axis)], rank=0)
         b.guard_in_range(indices, size, gathered=True)
+    if b.values[params].elem_type == TensorProto.STRING:  # a table of text: its positions here
+        return text_table.gather_positions(b, table, indices, axis)
     out = b.op("Gather", [params, indices], axis=axis, rank=rank, elem_type=node.elem_type(0))
     known = b.values[indices].const
     if known is not None and axis == 0 and known.ndim <= 1:  # entries of a shape

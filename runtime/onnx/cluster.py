@@ -29,6 +29,7 @@ from runtime.graph import Graph, Operation
 from runtime.interpreter import run_plan
 from runtime.kernels.registry import kernel
 from runtime.onnx import options as options_lib
+from runtime.onnx import text_table
 from runtime.onnx.converter import GUARD, Signature, convert_subgraph
 from runtime.onnx.partition import CLUSTER_OP
 from runtime.plan import build_plan
@@ -176,13 +177,14 @@ class ClusterRunner:
                 options_lib.session_options(self._options, self._flops),
                 providers=providers,
             )
+            session.text_tables = text_table.tables_of(model)  # (what ``_fast_run`` reads)
             self.providers = session.get_providers()
         except Exception as exc:  # noqa: BLE001 - any failure to convert or compile means native
             return self._fall_back(f"not converted: {type(exc).__name__}: {exc}", native, inputs)
         try:
             ours = session.run(None, {f"input_{i}": _contiguous(x) for i, x in enumerate(inputs)})
-            for i in _text_outputs(session):
-                ours[i] = _as_bytes(ours[i])
+            for i, (table, axis) in session.text_tables.items():
+                ours[i] = text_table.take(table, ours[i], axis)
         except Exception as exc:  # noqa: BLE001 - a bad input raises TF's error here (compiled again next time)
             native = native if native is not None else self._run_native(inputs)
             return self._fall_back(f"not converted: {type(exc).__name__}: {exc}", native, inputs)
@@ -243,40 +245,28 @@ def _fast_run(session: ort.InferenceSession, fetch_names: list[str]):
     """``session.run`` minus its Python wrapper (which checks feed names, ours by construction,
     and retries a failed GPU run on the CPU): about 1 us a call, a sixth of a small model's run.
     A CUDA session keeps the wrapper for its retry. A guarded model's run also fetches its guard
-    and raises ``_Unguarded`` where it fails; string outputs come back as bytes."""
+    and raises ``_Unguarded`` where it fails; an output of positions in a table of text comes
+    back as the table's strings there (``text_table.py``)."""
     binding = getattr(session, "_sess", None)
     run = session.run
     if binding is not None and session.get_providers() == ["CPUExecutionProvider"]:
         run = binding.run
-    texts = _text_outputs(session)
+    tables = list(getattr(session, "text_tables", {}).items())
     guarded = _guarded(session)
-    if not guarded and not texts:
+    if not guarded and not tables:
         return run
     names = [*fetch_names, GUARD] if guarded else fetch_names
+    take = text_table.take
 
     def checked(_fetch_names, feeds, options):
         outputs = run(names, feeds, options)
         if guarded and outputs.pop() < 0:
             raise _Unguarded
-        for i in texts:
-            outputs[i] = _as_bytes(outputs[i])
+        for i, (table, axis) in tables:
+            outputs[i] = take(table, outputs[i], axis)
         return outputs
 
     return checked
-
-
-def _text_outputs(session: ort.InferenceSession) -> tuple[int, ...]:
-    """The outputs onnxruntime gives as ``str`` (a ``strings`` converter's): TF's are bytes."""
-    return tuple(i for i, info in enumerate(session.get_outputs()) if info.type == "tensor(string)")
-
-
-def _as_bytes(texts: np.ndarray) -> np.ndarray:
-    if texts.ndim:
-        return _ENCODE(texts)
-    return _ENCODE(texts, out=np.empty((), object))  # (a 0-d input would give a bare bytes)
-
-
-_ENCODE = np.frompyfunc(str.encode, 1, 1)
 
 
 class _Unguarded(Exception):

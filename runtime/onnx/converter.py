@@ -40,6 +40,7 @@ from onnx import TensorProto, helper, numpy_helper
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import attrs as attr_lib
 from runtime import dtypes, tensor_util
+from runtime.onnx import text_table
 from runtime.op_def import parse_input
 
 OPSET = 21
@@ -97,8 +98,8 @@ def converter(
     ``check(op)``: a static reason the op cannot convert, for conditions the data cannot say.
     ``unread_from``: inputs from this index on only matter to the native kernel (an ``Assert``'s
     message): the converter gets None for those without an ONNX value (a string ``Const``).
-    ``strings``: the op may read strings from a ``Const`` (UTF-8 text: onnxruntime's strings are
-    text) and give strings, which leave the cluster as bytes; other string tensors stay native.
+    ``strings``: the op may read strings from a ``Const`` of UTF-8 text and give strings, which
+    leave the cluster as bytes (``text_table.py``); other string tensors stay native.
     """
 
     def register(fn: Callable) -> Callable:
@@ -168,6 +169,9 @@ class Builder:
     # not need it; subgraphs keep every margin).
     margin_needs: dict[str, str] = field(default_factory=dict)
     non_negative: set[str] = field(default_factory=set)  # integer values known to be >= 0
+    # An int64 value of positions into a table of text -> (table, axis): the output it becomes
+    # takes the table's strings there (``text_table.py``).
+    text_tables: dict[str, tuple] = field(default_factory=dict)
     # What shape values are (``shape_values.py``): a 1-D value's entries, each a number or the
     # product of dimensions start:end of an ONNX value, (value, start, end); a scalar's entry.
     dim_lists: dict[str, tuple] = field(default_factory=dict)
@@ -353,8 +357,6 @@ class TFNode:
 
 
 def onnx_type(dtype: int) -> int:
-    if dtypes.base_dtype(dtype) == dtypes.DT_STRING:
-        return TensorProto.STRING  # (only ``strings`` converters meet one)
     try:
         return ONNX_TYPES[dtypes.base_dtype(dtype)]
     except KeyError:
@@ -465,6 +467,9 @@ def _model(b: Builder, graph_inputs: list, results: list[str]) -> onnx.ModelProt
         graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="savedmodel-server"
     )
     model.ir_version = IR_VERSION
+    text_table.record(
+        model, {i: b.text_tables[name] for i, name in enumerate(results) if name in b.text_tables}
+    )
     return model
 
 

@@ -75,3 +75,28 @@ def test_a_table_of_bytes_that_are_not_text_stays_native():
     native, delegated, report = _sessions(lambda: labelled(table), ["label:0"], {"x:0": x})
     assert all("GatherV2" not in c.op_types for c in report.clusters), report.summary()
     assert delegated.run("label:0", {"x:0": x}).tolist() == native.run("label:0", {"x:0": x}).tolist()
+
+
+def picked(axis: int) -> Graph:
+    """label = TABLE2[..., i + 1 along ``axis``] for a fed i of any rank."""
+    table = np.array([[b"a", b"bb", b"ccc"], [b"dd", "\u00e9".encode(), b""]], object)
+    return graph(
+        node("i", "Placeholder", dtype=I64),
+        const("one", 1, np.int64),
+        node("j", "AddV2", "i", "one", T=I64),
+        node("table", "Const", dtype=S, value=table),
+        const("axis", axis),
+        node("label", "GatherV2", "table", "j", "axis", Tparams=S, Tindices=I64, Taxis=I32),
+    )
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("index", [0, [1, -1], [[0], [-1]]])
+def test_any_axis_and_index_rank_gives_the_native_strings(axis, index):
+    size = (2, 3)[axis]
+    i = np.int64(index) % size - 1  # j = i + 1: in range
+    native, delegated, report = _sessions(lambda: picked(axis), ["label:0"], {"i:0": i})
+    assert any("GatherV2" in c.op_types for c in report.clusters), report.summary()
+    want, got = native.run("label:0", {"i:0": i}), delegated.run("label:0", {"i:0": i})
+    assert got.shape == want.shape and got.dtype == object and got.tolist() == want.tolist()
+    assert not report.fallbacks

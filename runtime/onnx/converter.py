@@ -206,7 +206,7 @@ class Builder:
         array = np.asarray(array)
         name = self.fresh(hint)
         self._root().initializers.append(numpy_helper.from_array(array, name))
-        elem = TensorProto.STRING if array.dtype == object else helper.np_dtype_to_tensor_dtype(array.dtype)
+        elem = helper.np_dtype_to_tensor_dtype(array.dtype)
         self.values[name] = Value(elem, array.ndim, array)
         return name
 
@@ -421,8 +421,12 @@ def emit(b: Builder, name: str, op_type: str, attr_protos: Mapping, inputs: list
         if dtype not in ONNX_TYPES and dtype != dtypes.DT_STRING:
             return [None]  # only an input no converter reads takes it (``unread_from``)
         value = tensor_util.make_ndarray(attr_protos["value"].tensor)
-        if dtype == dtypes.DT_STRING and not is_text(value):
-            return [None]  # (a ``strings`` converter reads only text: it is not given this one)
+        if dtype == dtypes.DT_STRING:  # a table only a ``strings`` converter reads, as a value
+            if not is_text(value):  # of the builder: onnxruntime never holds it (text_table.py)
+                return [None]
+            table = b.fresh(name)
+            b.values[table] = Value(TensorProto.STRING, value.ndim, value)
+            return [table]
         return [b.const(value, name)]
     definition = lookup(op_type)
     if definition is None:

@@ -85,6 +85,9 @@ class Plan:
     direct: Callable[[Sequence], list] | None = None
     # Every slot's value before a run: constants' values (computed when the plan was built), else None.
     initial: tuple | None = None
+    # No step reads the run's state (``runtime.function.RUN_STATE``: deadline and trace), which
+    # only calls into functions and loops do: a run with a timeout checks it between steps only.
+    pure: bool = False
 
     @functools.cached_property
     def any_fed(self) -> bool:
@@ -144,6 +147,7 @@ class _Kernel(NamedTuple):
     signature: OpSignature | None
     quiet: bool = False
     constant: bool = False
+    pure: bool = False  # a plain function of its inputs: no context, so no function calls
 
 
 def _resolve(op: Operation, resources, functions) -> _Kernel | None:
@@ -158,8 +162,9 @@ def _resolve(op: Operation, resources, functions) -> _Kernel | None:
             call = definition.fn(**attrs)
         else:
             call = functools.partial(definition.fn, **attrs) if attrs else definition.fn
+        pure = not (definition.needs_context or definition.per_node)
         return _Kernel(
-            call, definition.accepts_dead, None, op.signature, definition.quiet, definition.constant
+            call, definition.accepts_dead, None, op.signature, definition.quiet, definition.constant, pure
         )
     if functions is not None and op.type in op.graph.functions:
         return _Kernel(functions.call_kernel(op), False, True, op.signature)
@@ -242,6 +247,7 @@ class _StepBuilder:
         self.ref_out: dict[Tensor, bool] = dict.fromkeys(ref_feeds, True)
         self.raw_steps: list[list] = []
         self.quiet_calls: set[Callable] = {_deref}  # step calls known to do no numpy math
+        self.pure_calls: set[Callable] = {_deref}  # step calls known not to read the run state
         self.constants: dict[int, object] = {}  # slot -> the value a constant op gives every run
 
     def new_slot(self) -> int:
@@ -309,6 +315,8 @@ class _StepBuilder:
             return
         if kernel.quiet:
             self.quiet_calls.add(call)
+        if kernel.pure:
+            self.pure_calls.add(call)
         ctrl = self.control_slot.get(op, _SCRATCH)
         self.raw_steps.append([call, inputs, multi, outputs, kernel.accepts_dead, dead_inputs, op, ctrl])
 
@@ -374,4 +382,5 @@ def _finish(builder: _StepBuilder, feed_slots, fetch_slots, fetches) -> Plan:
         quiet=all(step.call in builder.quiet_calls for step in steps),
         direct=direct_call(steps, feed_slots, fetch_slots, fetch_fed, builder.constants),
         initial=initial,
+        pure=all(step.call in builder.pure_calls for step in steps),
     )

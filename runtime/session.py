@@ -164,7 +164,7 @@ class Session:
             timeout_ms, tracing = self._default_timeout_ms, False
         else:
             timeout_ms = options.timeout_in_ms or self._default_timeout_ms
-            tracing = options.trace_level > 0 and run_metadata is not None
+            tracing = run_metadata is not None and options.trace_level > 0
         if timeout_ms <= 0 and not tracing:
             direct = plan.direct  # one call returning fetched values: a fully delegated model
             if plan.quiet:  # no numpy math: numpy's error state is not read
@@ -178,6 +178,14 @@ class Session:
                         return direct(feed_values)
                     values = run_plan(plan, feed_values)
                 finally:
+                    fp_errors.restore(token)
+        elif plan.pure and not tracing:  # no step reads the run state: only the steps check the deadline
+            deadline = time.monotonic() + timeout_ms / 1000
+            token = None if plan.quiet else fp_errors.ignore()
+            try:
+                values = run_plan(plan, feed_values, None, deadline)
+            finally:
+                if token is not None:
                     fp_errors.restore(token)
         else:
             deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None

@@ -29,7 +29,7 @@ SERVICE = "tensorflow.serving.PredictionService"
 
 
 class PredictionServiceServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
-    """PredictionService backed by a ServerCore (``core.servable_handle(model_spec)``)."""
+    """PredictionService backed by a ServerCore (``core.pinned(model_spec)``)."""
 
     def __init__(self, core) -> None:
         self._core = core

@@ -7,10 +7,10 @@ availability-preserving ``policy`` -> loads and unloads on worker threads. ``Ser
 Guarantees:
 
 - Thread-safe throughout; one lock guards the manager's tables, loads and unloads run
-  outside it.
-- A ``Servable`` handle pins its version: an unload waits until every handle taken before
-  it is released (``with`` block end or last reference dropped), so requests never see a
-  bundle being torn down. New handles stop resolving to a version as soon as its unload
+  outside it. Requests take no lock: they read tables that are replaced whole.
+- A pin holds its version: an unload waits until every pin taken before it is released
+  (``with`` block end, or a ``get_servable`` handle dropped), so requests never see a
+  bundle being torn down. New pins stop resolving to a version as soon as its unload
   starts.
 - A failed load is retried ``max_num_load_retries`` times, ``load_retry_interval`` apart,
   then recorded (state END with the error) without touching the versions being served.
@@ -61,25 +61,41 @@ class _Harness:
     bundle: Any = None
     cache: dict = field(default_factory=dict)  # Servable.cache of every handle to this version
     error: errors.OpError | None = None
-    pins: int = 0
+    pinned: _Pinned | None = None  # while requests may pin it (``_set_available``)
     fingerprint: tuple | None = None  # of the directory at the last failed attempt
     waiting_retry: bool = False
     cancel: threading.Event = field(default_factory=threading.Event)
     retry_now: threading.Event = field(default_factory=threading.Event)
 
 
+class _Pinned(Servable):
+    """A loaded version as requests see it: one object per version, shared by every request.
+    A pin is an entry in ``pins`` (a list's append and pop are atomic under the GIL, so pinning
+    takes no lock); ``with`` releases it. Once ``retired`` is set, after the version has left
+    the manager's tables, no new pin may stay: ``AspiredVersionsManager.pin`` checks it after
+    pinning, and the unload waits for ``pins`` to empty after setting it."""
+
+    __slots__ = ("pins", "retired")
+
+    def __init__(self, h: _Harness):
+        super().__init__(h.id.name, h.id.version, h.bundle, cache=h.cache)
+        self.pins: list[None] = []
+        self.retired = False
+
+    def __exit__(self, *exc) -> None:
+        self.pins.pop()
+
+
 class _Handle(Servable):
     """What ``get_servable`` returns: a Servable whose pin on its version is released exactly
     once, by its ``with`` block's end or, failing that, when it is collected (which cannot
-    happen during the block: its thread holds the handle). One object per request, lighter than
-    a Servable plus a finalizer."""
+    happen during the block: its thread holds the handle)."""
 
-    __slots__ = ("_harness", "_unpin")
+    __slots__ = ("_pinned",)
 
-    def __init__(self, h: _Harness, unpin: Callable[[_Harness], None]):
-        self.name, self.version = h.id
-        self.bundle, self.cache, self._release = h.bundle, h.cache, None
-        self._harness, self._unpin = h, unpin
+    def __init__(self, pinned: _Pinned):
+        super().__init__(pinned.name, pinned.version, pinned.bundle, cache=pinned.cache)
+        self._pinned: _Pinned | None = pinned
 
     def __exit__(self, *exc) -> None:
         self._release_pin()
@@ -88,10 +104,10 @@ class _Handle(Servable):
         self._release_pin()
 
     def _release_pin(self) -> None:
-        h = self._harness
-        if h is not None:
-            self._harness = None
-            self._unpin(h)
+        pinned = self._pinned
+        if pinned is not None:
+            self._pinned = None
+            pinned.pins.pop()
 
 
 @dataclass(frozen=True)
@@ -122,17 +138,13 @@ class AspiredVersionsManager:
         self._max_loads = max(1, num_load_threads)
         self._max_retries = max(0, max_num_load_retries)
         self._retry_interval = max(0.0, load_retry_interval_seconds)
-        self._lock = threading.RLock()  # the request path takes the bare locks, not the Conditions
+        self._lock = threading.RLock()  # the request path takes no lock at all
         self._cv = threading.Condition(self._lock)
-        # A leaf lock for pin counts: handles are released from finalizers, which may run in any
-        # thread at any time, so releasing must never wait for the manager's lock.
-        self._pins_lock = threading.Lock()
-        self._pins = threading.Condition(self._pins_lock)
         self._harnesses: dict[str, dict[int, _Harness]] = {}
-        # What requests read: never changed in place, replaced under the pins lock (by
-        # ``_set_available``), so that a request finds and pins its version taking that lock only.
-        self._available: dict[str, dict[int, _Harness]] = {}
-        self._latest: dict[str, _Harness] = {}  # the highest available version of each model
+        # What requests read: never changed in place, replaced whole (by ``_set_available``), so
+        # that a request finds its version with one lookup and no lock.
+        self._available: dict[str, dict[int, _Pinned]] = {}
+        self._latest: dict[str, _Pinned] = {}  # the highest available version of each model
         self._states: dict[str, dict[int, VersionState]] = {}  # the ServableStateMonitor
         self._seq = 0
         self._loads_in_flight = 0
@@ -197,30 +209,34 @@ class AspiredVersionsManager:
     # -- lookups ----------------------------------------------------------------------------
 
     def get_servable(self, name: str, version: int | None) -> Servable:
-        """A pinned handle to ``version`` (None: the highest available)."""
-        with self._pins_lock:
+        """A pinned handle to ``version`` (None: the highest available), released by its
+        ``with`` block or when it is dropped."""
+        return _Handle(self.pin(name, version))
+
+    def pin(self, name: str, version: int | None = None) -> Servable:
+        """``version`` (None: the highest available) pinned until the ``with`` block it opens
+        ends; only for ``with``: there is no per-request object to release it otherwise.
+        The request paths' lookup: one dict lookup and a list append."""
+        while True:
             if version is None:
-                h = self._latest.get(name)
+                pinned = self._latest.get(name)
             else:
-                h = self._available.get(name, _NONE).get(version)
-            if h is None:
+                pinned = self._available.get(name, _NONE).get(version)
+            if pinned is None:
                 request = f"Latest({name})" if version is None else f"Specific({name}, {version})"
                 raise errors.NotFoundError(None, None, f"Servable not found for request: {request}")
-            h.pins += 1
-        return _Handle(h, self._unpin)
-
-    def _unpin(self, h: _Harness) -> None:
-        with self._pins_lock:
-            h.pins -= 1
-            if h.pins == 0 and h.state is HarnessState.UNLOADING:
-                self._pins.notify_all()
+            pins = pinned.pins
+            pins.append(None)
+            if not pinned.retired:
+                return pinned
+            pins.pop()  # retired after our lookup: the tables no longer hold it, look again
 
     def _set_available(self, h: _Harness, available: bool) -> None:
         """Adds or removes ``h`` among the versions requests can pin (called with the manager's
-        lock): a new table, swapped in under the pins lock."""
+        lock): new tables, swapped in whole; a removed version is retired once they are."""
         versions = dict(self._available.get(h.id.name, {}))
         if available:
-            versions[h.id.version] = h
+            h.pinned = versions[h.id.version] = _Pinned(h)
         else:
             versions.pop(h.id.version, None)
         table, latest = dict(self._available), dict(self._latest)
@@ -229,8 +245,9 @@ class AspiredVersionsManager:
         else:
             table.pop(h.id.name, None)
             latest.pop(h.id.name, None)
-        with self._pins_lock:
-            self._available, self._latest = table, latest
+        self._available, self._latest = table, latest
+        if not available and h.pinned is not None:
+            h.pinned.retired = True
 
     def available_versions(self, name: str) -> list[int]:
         with self._cv:
@@ -385,16 +402,21 @@ class AspiredVersionsManager:
 
     def _unload(self, h: _Harness) -> None:
         logger.info("Quiescing servable version %s", h.id)
-        with self._pins:
-            started = time.monotonic()
-            while h.pins > 0:
-                if not self._pins.wait(10.0):
-                    logger.warning(
-                        "Servable version %s: still %d request(s) in flight after %.0fs",
-                        h.id,
-                        h.pins,
-                        time.monotonic() - started,
-                    )
+        pins = h.pinned.pins if h.pinned is not None else []
+        started = warned = time.monotonic()
+        delay = 0.0005
+        while pins:  # requests release their pins without signalling: poll, backing off
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+            now = time.monotonic()
+            if now - warned >= 10.0:
+                warned = now
+                logger.warning(
+                    "Servable version %s: still %d request(s) in flight after %.0fs",
+                    h.id,
+                    len(pins),
+                    now - started,
+                )
         logger.info("Done quiescing servable version %s", h.id)
         logger.info("Unloading servable version %s", h.id)
         try:
@@ -402,7 +424,7 @@ class AspiredVersionsManager:
         except Exception:
             logger.exception("Unloading servable version %s raised", h.id)
         with self._cv:
-            h.bundle, h.cache, h.state = None, {}, HarnessState.DISABLED
+            h.bundle, h.cache, h.pinned, h.state = None, {}, None, HarnessState.DISABLED
             logger.info("Done unloading servable version %s", h.id)
             self._publish(h, ManagerState.END)
             self._reconcile()

@@ -9,8 +9,13 @@ here, before anything runs.
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Callable
+
 import numpy as np
 
+from apis.tensorflow.core.framework import types_pb2
 from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from apis.tensorflow_serving.apis import model_pb2, predict_pb2
 from runtime import errors
@@ -32,7 +37,15 @@ def predict_wire(core, request: predict_pb2.PredictRequest, deadline: float | No
 def _predict(core, request: predict_pb2.PredictRequest, deadline: float | None):
     if not request.HasField("model_spec"):
         raise errors.InvalidArgumentError(None, None, "Missing ModelSpec")
-    with signatures.servable(core, request.model_spec) as servable:
+    spec = request.model_spec
+    with core.pinned(spec) as servable:
+        plain = servable.cache.get((_PLAIN, spec.signature_name))
+        if plain is None:
+            plain = _plain_predict(core, servable, spec.signature_name)
+        if not request.output_filter:
+            response = plain(request.inputs, spec.name, servable.version, signatures.run_options(deadline))
+            if response is not None:
+                return response
         return _run_predict(
             servable,
             request,
@@ -40,6 +53,24 @@ def _predict(core, request: predict_pb2.PredictRequest, deadline: float | None):
             method_name_check=signatures.method_name_check(core),
             as_tensor_content=signatures.serialize_as_tensor_content(core),
         )
+
+
+def _plain_predict(core, servable, requested: str):
+    """The servable's function answering the common request for the signature ``requested``
+    (``PredictSignature.plain_response`` with the server's flags), kept in its cache once the
+    signature exists and can run; TF Serving's error otherwise, as the checked path gives it."""
+    name = requested or signatures.DEFAULT_SERVING_SIGNATURE_DEF_KEY
+    signature = predict_signature(servable, name)
+    signatures.check_available(servable, name)
+    if signature.method_name_ok or not signatures.method_name_check(core):
+        plain = functools.partial(signature.plain_response, signatures.serialize_as_tensor_content(core))
+    else:
+        plain = _checked_path  # the checked path reports the method name
+    return servable.cache.setdefault((_PLAIN, requested), plain)
+
+
+def _checked_path(*_) -> None:
+    return None
 
 
 def run_predict(
@@ -70,17 +101,16 @@ def _run_predict(
     signature = predict_signature(servable, name)
     signatures.check_available(servable, name)
     if not request.output_filter and (signature.method_name_ok or not method_name_check):
-        feed_values = signature.plain_feeds(request.inputs)
-        if feed_values is not None:  # the common request: every input, nothing to check or report
-            outputs = signature.run(servable.bundle.session, signature.output_names, feed_values, run_options)
-            return signature.response_bytes(
-                request.model_spec.name, servable.version, outputs, as_tensor_content
-            )
+        response = signature.plain_response(
+            as_tensor_content, request.inputs, request.model_spec.name, servable.version, run_options
+        )
+        if response is not None:
+            return response
     response = predict_pb2.PredictResponse()
     signatures.set_model_spec(response.model_spec, request.model_spec.name, name, servable.version)
 
     feed_values, fetches, aliases = pre_process(signature, request, method_name_check=method_name_check)
-    outputs = signature.run(servable.bundle.session, fetches, feed_values, run_options)
+    outputs = signature.run(fetches, feed_values, run_options)
     post_process(signature, aliases, outputs, response, as_tensor_content=as_tensor_content)
     return response
 
@@ -100,11 +130,16 @@ class PredictSignature:
     """
 
     _MAX_CALLABLES = 64  # distinct output_filter lists cached; more are served uncached
+    _MAX_SHAPES = 256  # output shapes whose response prefix is kept, per output
 
     def __init__(
-        self, signature: meta_graph_pb2.SignatureDef, name: str = signatures.DEFAULT_SERVING_SIGNATURE_DEF_KEY
+        self,
+        signature: meta_graph_pb2.SignatureDef,
+        session,
+        name: str = signatures.DEFAULT_SERVING_SIGNATURE_DEF_KEY,
     ):
         self.signature = signature
+        self._session = session
         self.name = name
         self.input_aliases = tuple(sorted(signature.inputs))
         self.input_names = tuple(signature.inputs[alias].name for alias in self.input_aliases)
@@ -113,64 +148,124 @@ class PredictSignature:
         self.output_names = tuple(signature.outputs[alias].name for alias in self.output_aliases)
         self.output_dtypes = {alias: info.dtype for alias, info in signature.outputs.items()}
         self.method_name_ok = signature.method_name in _METHOD_NAMES
-        self._callables: dict[tuple[str, ...], signatures.SessionCallable] = {}
-        self._plain_inputs = tuple(zip(self.input_aliases, self.input_dtypes))
+        self._callables: dict[tuple[str, ...], Callable[..., list]] = {}
+        self._plain_inputs = tuple(
+            (alias, dtype, raw, 0 if raw is None else raw.itemsize)
+            for alias, dtype, raw in zip(
+                self.input_aliases, self.input_dtypes, map(_raw_dtype, self.input_dtypes)
+            )
+        )
+        self._input_count = len(self._plain_inputs)
+        self._run_all = signatures.session_callable(session, self.input_names, self.output_names)
+        self._callables[self.output_names] = self._run_all
         # PredictResponse.outputs map entries up to the TensorProto: key (alias), value's tag.
         self._entry_heads = tuple(
             _OUTPUT_KEY_TAG + tensor_codec.varint(len(key)) + key + _OUTPUT_VALUE_TAG
             for key in (alias.encode() for alias in self.output_aliases)
         )
         self._output_dtype_list = tuple(self.output_dtypes[alias] for alias in self.output_aliases)
+        # Per output, the numpy dtype whose arrays ``response_bytes`` sends as their own bytes,
+        # and per encoding (fields, tensor_content) the entry prefix of each shape seen.
+        self._raw_dtypes = tuple(_raw_dtype(dtype) for dtype in self._output_dtype_list)
+        self._prefixes = tuple(
+            tuple(
+                None if raw is None or tensor_codec.raw_values_prefix(dtype, (), content) is None else {}
+                for dtype, raw in zip(self._output_dtype_list, self._raw_dtypes)
+            )
+            for content in (False, True)
+        )
         self._model_specs: dict[tuple[str, int], bytes] = {}  # (model name, version) -> field bytes
 
-    def plain_feeds(self, inputs) -> list[np.ndarray] | None:
-        """The feed values of a request that sends exactly the signature's inputs, each of its
-        dtype and well formed; None for any other request, which the checked path serves (with
-        the same result, or TF Serving's error)."""
-        if len(inputs) != len(self._plain_inputs):
+    def plain_response(self, as_tensor_content: bool, inputs, model_name: str, version: int, run_options):
+        """The serialized response to a request that sends exactly the signature's inputs, each
+        of its dtype and well formed, and asks for every output; None for any other request,
+        which the checked path serves (with the same result, or TF Serving's error)."""
+        if len(inputs) != self._input_count:
             return None
         values = []
-        for alias, dtype in self._plain_inputs:
+        for alias, dtype, np_dtype, itemsize in self._plain_inputs:
             proto = inputs.get(alias)
             if proto is None or proto.dtype != dtype:
                 return None
-            try:
-                values.append(tensor_codec.decode(proto))
-            except tensor_codec.TensorProtoError:
-                return None
-        return values
+            value = None if np_dtype is None else tensor_codec.content_view(proto, np_dtype, itemsize)
+            if value is None:
+                try:
+                    value = tensor_codec.decode(proto)
+                except tensor_codec.TensorProtoError:
+                    return None
+            values.append(value)
+        try:
+            outputs = self._run_all(*values, options=run_options)
+        except (ValueError, TypeError) as e:
+            raise signatures.refused_feeds(e) from e
+        return self.response_bytes(model_name, version, outputs, as_tensor_content)
 
     def response_bytes(self, model_name: str, version: int, outputs: list, as_tensor_content: bool) -> bytes:
         """The serialized PredictResponse of every output, assembled as wire bytes: what
-        ``post_process`` and ``set_model_spec`` build field by field."""
+        ``post_process`` and ``set_model_spec`` build field by field. An output of its
+        signature dtype whose values are their own bytes on the wire is its cached prefix
+        (per shape) and ``tobytes()``."""
         if len(outputs) != len(self._entry_heads):
             raise errors.UnknownError(None, None, "Predict internal error")
-        encode = tensor_codec.content_bytes if as_tensor_content else tensor_codec.field_bytes
-        varint = tensor_codec.varint
         parts = []
-        for head, value, dtype in zip(self._entry_heads, outputs, self._output_dtype_list):
-            tensor = encode(value, dtype)
-            entry = head + varint(len(tensor)) + tensor
-            parts.append(_OUTPUTS_TAG + varint(len(entry)) + entry)
+        prefixes = self._prefixes[as_tensor_content]
+        for index, value in enumerate(outputs):
+            cache = prefixes[index]
+            if cache is not None and type(value) is np.ndarray and value.dtype is self._raw_dtypes[index]:
+                prefix = cache.get(value.shape)
+                if prefix is None:
+                    prefix = self._entry_prefix(index, value.shape, as_tensor_content)
+                parts.append(prefix)
+                parts.append(value.tobytes())
+            else:
+                parts.append(self._entry(index, value, as_tensor_content))
         spec = self._model_specs.get((model_name, version))
         if spec is None:
             message = model_pb2.ModelSpec()
             signatures.set_model_spec(message, model_name, self.name, version)
             body = message.SerializeToString()
             spec = self._model_specs.setdefault(
-                (model_name, version), _MODEL_SPEC_TAG + varint(len(body)) + body
+                (model_name, version), _MODEL_SPEC_TAG + tensor_codec.varint(len(body)) + body
             )
         parts.append(spec)
         return b"".join(parts)
 
-    def run(self, session, fetches: tuple[str, ...], feed_values: list, run_options) -> list:
+    def _entry(self, index: int, value, as_tensor_content: bool) -> bytes:
+        """PredictResponse.outputs' entry for output ``index``: its alias and TensorProto."""
+        encode = tensor_codec.content_bytes if as_tensor_content else tensor_codec.field_bytes
+        tensor = encode(value, self._output_dtype_list[index])
+        entry = self._entry_heads[index] + tensor_codec.varint(len(tensor)) + tensor
+        return _OUTPUTS_TAG + tensor_codec.varint(len(entry)) + entry
+
+    def _entry_prefix(self, index: int, shape: tuple[int, ...], as_tensor_content: bool) -> bytes:
+        """``_entry`` of an array of ``shape`` up to its values' bytes, kept for the next one."""
+        varint = tensor_codec.varint
+        dtype = self._output_dtype_list[index]
+        tensor = tensor_codec.raw_values_prefix(dtype, shape, as_tensor_content)
+        tensor_size = len(tensor) + math.prod(shape) * self._raw_dtypes[index].itemsize
+        entry_head = self._entry_heads[index] + varint(tensor_size)
+        prefix = _OUTPUTS_TAG + varint(len(entry_head) + tensor_size) + entry_head + tensor
+        cache = self._prefixes[as_tensor_content][index]
+        if len(cache) < self._MAX_SHAPES:
+            cache[shape] = prefix
+        return prefix
+
+    def run(self, fetches: tuple[str, ...], feed_values: list, run_options) -> list:
         """``fetches`` with the signature's inputs fed ``feed_values`` (``signatures.run_session``)."""
         call = self._callables.get(fetches)
         if call is None:
-            call = signatures.session_callable(session, self.input_names, fetches)
+            call = signatures.session_callable(self._session, self.input_names, fetches)
             if len(self._callables) < self._MAX_CALLABLES:
                 self._callables[fetches] = call
-        return call(feed_values, run_options)
+        try:
+            return call(*feed_values, options=run_options)
+        except (ValueError, TypeError) as e:
+            raise signatures.refused_feeds(e) from e
+
+
+def _raw_dtype(dtype: int) -> np.dtype | None:
+    """The numpy dtype of a signature's numeric dtype, as requests and responses carry it."""
+    return None if dtype == types_pb2.DT_STRING else tensor_codec.numpy_dtype(dtype)
 
 
 def predict_signature(servable, name: str) -> PredictSignature:
@@ -182,7 +277,7 @@ def predict_signature(servable, name: str) -> PredictSignature:
         signature = signatures.signature_defs(servable).get(name)
         if signature is None:
             raise errors.FailedPreconditionError(None, None, f'Serving signature key "{name}" not found.')
-        prepared = servable.cache.setdefault(key, PredictSignature(signature, name))
+        prepared = servable.cache.setdefault(key, PredictSignature(signature, servable.bundle.session, name))
     return prepared
 
 
@@ -220,6 +315,7 @@ def post_process(
         encode(response.outputs[alias], value, signature.output_dtypes[alias])
 
 
+_PLAIN = "predict.plain"  # servable.cache key prefix of ``_plain_predict``'s functions
 _METHOD_NAMES = (
     signatures.PREDICT_METHOD_NAME,
     signatures.CLASSIFY_METHOD_NAME,

@@ -29,8 +29,9 @@ logger = logging.getLogger(__name__)
 class ServerCore:
     """The models this server serves: config, sources, manager, version labels.
 
-    ``servable_handle(model_spec)`` is the request path's entry: it resolves ``name`` plus
-    ``version`` / ``version_label`` / neither (latest) to a pinned ``Servable``. ``options``
+    ``pinned(model_spec)`` is the request paths' entry (``servable_handle`` the general one): it
+    resolves ``name`` plus ``version`` / ``version_label`` / neither (latest) to a pinned
+    ``Servable``. ``options``
     (a ``ServerOptions``) is public so request handlers can read request-path flags such as
     ``enable_signature_method_name_check``. Thread-safe.
     """
@@ -61,17 +62,28 @@ class ServerCore:
     # -- requests ---------------------------------------------------------------------------
 
     def servable_handle(self, model_spec) -> Servable:
+        """The servable ``model_spec`` names, pinned while the handle is held."""
+        return self._manager.get_servable(*self._requested(model_spec))
+
+    def pinned(self, model_spec) -> Servable:
+        """``servable_handle`` for a ``with`` statement only, the request paths' (no handle
+        is made per request; the block's end releases the pin)."""
+        name = model_spec.name
+        if name and model_spec.WhichOneof("version_choice") is None:  # the common request
+            return self._manager.pin(name)
+        return self._manager.pin(*self._requested(model_spec))
+
+    def _requested(self, model_spec) -> tuple[str, int | None]:
+        """(name, version) of a ModelSpec; version None: the latest."""
         name = model_spec.name
         if not name:
             raise errors.InvalidArgumentError(None, None, "ModelSpec has no name specified.")
         choice = model_spec.WhichOneof("version_choice")
         if choice == "version":
-            version = model_spec.version.value
-        elif choice == "version_label":
-            version = self._version_for_label(name, model_spec.version_label)
-        else:
-            version = None
-        return self._manager.get_servable(name, version)
+            return name, model_spec.version.value
+        if choice == "version_label":
+            return name, self._version_for_label(name, model_spec.version_label)
+        return name, None
 
     def _version_for_label(self, name: str, label: str) -> int:
         with self._labels_lock:

@@ -64,10 +64,9 @@ def serialize_as_tensor_content(core) -> bool:
 
 
 def servable(core, model_spec: model_pb2.ModelSpec):
-    """The servable for ``model_spec`` as a ServableHandle: ``with signatures.servable(...) as s``
-    pins that version until the block ends (``serving.servable.Servable`` is its own context
-    manager)."""
-    return core.servable_handle(model_spec)
+    """The servable for ``model_spec``, for ``with signatures.servable(...) as s``: the block
+    pins that version (``ServerCore.pinned``)."""
+    return core.pinned(model_spec)
 
 
 def debug_string(message) -> str:
@@ -228,39 +227,27 @@ def run_session(session, fetches: list[str], feeds: dict, options: config_pb2.Ru
     try:
         return session.run(fetches, feeds, options=options)
     except (ValueError, TypeError) as e:
-        raise _refused_feeds(e) from e
+        raise refused_feeds(e) from e
 
 
-SessionCallable = Callable[[Sequence, "config_pb2.RunOptions | None"], list]
-
-
-def session_callable(session, feeds: Sequence[str], fetches: Sequence[str]) -> SessionCallable:
-    """``run_session`` of ``fetches`` with ``feeds`` (tensor names) fed, as a function of the feed
-    values and the RunOptions; same results and errors. Where the Session offers
+def session_callable(session, feeds: Sequence[str], fetches: Sequence[str]) -> Callable[..., list]:
+    """``fetches`` with ``feeds`` (tensor names) fed, as ``call(*feed_values, options=...)``:
+    ``session.run``'s results and errors, where a ValueError or TypeError is the request's fault
+    (callers raise ``refused_feeds`` of it, as ``run_session`` does). Where the Session offers
     ``make_callable``, names are resolved and the plan found once, not per request."""
     fetches = list(fetches)
-    call = None
     if hasattr(session, "make_callable") and len(set(feeds)) == len(feeds):
         try:
-            call = session.make_callable(fetches, list(feeds), accept_options=True)
+            return session.make_callable(fetches, list(feeds), accept_options=True)
         except Exception:  # noqa: BLE001 - a name the graph lacks: each run reports it, as run_session
-            call = None
-    if call is None:
+            pass
 
-        def run(feed_values: Sequence, options: config_pb2.RunOptions | None) -> list:
-            return run_session(session, fetches, dict(zip(feeds, feed_values, strict=True)), options)
+    def run(*feed_values, options: config_pb2.RunOptions | None = None) -> list:
+        return session.run(fetches, dict(zip(feeds, feed_values, strict=True)), options=options)
 
-        return run
-
-    def run_callable(feed_values: Sequence, options: config_pb2.RunOptions | None) -> list:
-        try:
-            return call(*feed_values, options=options)
-        except (ValueError, TypeError) as e:
-            raise _refused_feeds(e) from e
-
-    return run_callable
+    return run
 
 
-def _refused_feeds(e: Exception) -> errors.InvalidArgumentError:
+def refused_feeds(e: Exception) -> errors.InvalidArgumentError:
     logger.debug("Session.run refused the request's feeds: %s", e)
     return errors.InvalidArgumentError(None, None, str(e))

@@ -83,6 +83,11 @@ _INT64_MAX = (1 << 63) - 1
 # decoding
 
 
+def numpy_dtype(dtype: int) -> np.dtype | None:
+    """The numpy dtype of a TensorProto dtype this codec reads and writes (None: unsupported)."""
+    return _NUMPY_DTYPE.get(dtype)
+
+
 def shape_of(proto: tensor_pb2.TensorProto) -> tuple[int, ...]:
     """The fully defined shape of a request tensor; raises TensorProtoError like TensorShape::IsValid."""
     return _shape(proto.tensor_shape.SerializeToString())[0]
@@ -91,8 +96,13 @@ def shape_of(proto: tensor_pb2.TensorProto) -> tuple[int, ...]:
 def _shape(wire: bytes) -> tuple[tuple[int, ...], int]:
     """The dims and element count of a serialized TensorShapeProto: requests repeat a few shapes,
     and a lookup costs a third of reading the dims. Only short ones are kept (a request's shape
-    may carry dim names or unknown fields of any size)."""
-    return _cached_shape(wire) if len(wire) <= _CACHED_SHAPE_BYTES else _parse_shape(wire)
+    may carry dim names or unknown fields of any size), and only so many."""
+    known = _SHAPES.get(wire)
+    if known is None:
+        known = _parse_shape(wire)  # errors are not kept
+        if len(wire) <= _CACHED_SHAPE_BYTES and len(_SHAPES) < _MAX_SHAPES:
+            _SHAPES[wire] = known
+    return known
 
 
 def _parse_shape(wire: bytes) -> tuple[tuple[int, ...], int]:
@@ -106,8 +116,22 @@ def _parse_shape(wire: bytes) -> tuple[tuple[int, ...], int]:
     return dims, n
 
 
-_cached_shape = functools.lru_cache(maxsize=1024)(_parse_shape)  # errors are not cached
+_SHAPES: dict[bytes, tuple[tuple[int, ...], int]] = {}  # serialized shape -> (dims, count)
+_MAX_SHAPES = 1024
 _CACHED_SHAPE_BYTES = 64  # (8 dims of sizes below 2**28)
+
+
+def content_view(proto: tensor_pb2.TensorProto, np_dtype: np.dtype, itemsize: int) -> np.ndarray | None:
+    """``decode`` of the common request tensor, a numeric one whose values fill
+    ``tensor_content`` in a shape seen before: a read-only view of the bytes. None for any
+    other, which ``decode`` reads (or rejects)."""
+    known = _SHAPES.get(proto.tensor_shape.SerializeToString())
+    if known is None:
+        return None
+    content = proto.tensor_content
+    if not content or len(content) != known[1] * itemsize:
+        return None
+    return np.ndarray(known[0], np_dtype, content)
 
 
 def decode(proto: tensor_pb2.TensorProto, *, max_fill_bytes: int = MAX_FILL_BYTES) -> np.ndarray:
@@ -237,6 +261,26 @@ def content_bytes(array, dtype: int | None = None) -> bytes:
     else:
         content = np.ascontiguousarray(array).tobytes()
     return wire + _CONTENT_KEY + varint(len(content)) + content
+
+
+def raw_values_prefix(dtype: int, shape: tuple[int, ...], as_content: bool) -> bytes | None:
+    """The bytes ``field_bytes`` (``content_bytes`` if ``as_content``) makes for an array of
+    ``dtype`` and ``shape`` up to its values, where the values follow as the array's own
+    ``tobytes()`` (fixed-width fields, and any content but strings); None where they do not."""
+    if dtype == dtypes.DT_STRING or (dtype not in _RAW_FIELDS and not as_content) or dtype not in _FIELD:
+        return None
+    header = _header(dtype, shape)
+    n = math.prod(shape)
+    if not n:
+        return header
+    key = _CONTENT_KEY if as_content else _FIELD_KEY[_FIELD[dtype][1]]
+    return header + key + _varint(n * _NUMPY_DTYPE[dtype].itemsize)
+
+
+# Typed fields whose packed wire bytes are the values' own bytes (bool_val: varints of 0 and 1).
+_RAW_FIELDS = frozenset(
+    (dtypes.DT_FLOAT, dtypes.DT_DOUBLE, dtypes.DT_COMPLEX64, dtypes.DT_COMPLEX128, dtypes.DT_BOOL)
+)
 
 
 def make_tensor_proto(array, dtype: int | None = None) -> tensor_pb2.TensorProto:

@@ -274,7 +274,10 @@ _BINARY = {
 
 def _binary(fn, int_divisor: bool, via_float32: bool):
     def compute(x, y):
-        x, y = np.asarray(x), np.asarray(y)
+        if type(x) is not np.ndarray:  # the common case, ndarrays, touches no numpy code here
+            x = np.asarray(x)
+        if type(y) is not np.ndarray:
+            y = np.asarray(y)
         if x.shape != y.shape and x.ndim and y.ndim:  # equal shapes and scalars always broadcast
             broadcast(x, y)
         if int_divisor:

@@ -146,6 +146,45 @@ def test_unload_waits_for_pinned_handles(manager, loader, tmp_path):
     wait_until(lambda: states(manager, "m").get(1) == ManagerState.END)
 
 
+def test_unload_waits_for_a_pin_until_its_with_block_ends(manager, loader, tmp_path):
+    """The request paths' pin (``manager.pin``, no handle object) holds its version like a handle."""
+    manager.set_aspired_versions("m", [AspiredVersion(1, make_version(tmp_path, 1))])
+    wait_until(lambda: manager.available_versions("m") == [1])
+    with manager.pin("m") as servable, manager.pin("m", 1):
+        manager.set_aspired_versions("m", [AspiredVersion(2, make_version(tmp_path, 2))])
+        wait_until(lambda: states(manager, "m").get(1) == ManagerState.UNLOADING)
+        time.sleep(0.05)
+        assert states(manager, "m")[1] == ManagerState.UNLOADING
+        assert servable.version == 1 and not servable.bundle.session.closed
+        with manager.pin("m") as newer:
+            assert newer.version == 2
+        with pytest.raises(errors.NotFoundError, match=r"Specific\(m, 1\)"):
+            manager.pin("m", 1)
+    wait_until(lambda: states(manager, "m").get(1) == ManagerState.END)
+    assert servable.bundle.session.closed
+
+
+def test_a_pin_on_a_version_retired_meanwhile_takes_the_new_one(manager, loader, tmp_path):
+    """A request that read the tables just before a version's unload began (the unload then
+    sees no pin of it) lets go of it and looks again, finding the version now served."""
+    manager.set_aspired_versions("m", [AspiredVersion(1, make_version(tmp_path, 1))])
+    wait_until(lambda: manager.available_versions("m") == [1])
+    old = manager._latest
+    manager.set_aspired_versions("m", [AspiredVersion(2, make_version(tmp_path, 2))])
+    wait_until(lambda: states(manager, "m").get(1) == ManagerState.END)
+    current = manager._latest
+
+    class ReadJustBeforeTheSwap(dict):
+        def get(self, name, default=None):
+            manager._latest = current  # the swap happens right after this read
+            return old.get(name, default)
+
+    manager._latest = ReadJustBeforeTheSwap(old)
+    with manager.pin("m") as servable:
+        assert servable.version == 2
+    assert not old["m"].pins and not current["m"].pins
+
+
 def test_failed_load_keeps_serving_old_version(loader, tmp_path):
     manager = AspiredVersionsManager(loader, max_num_load_retries=2, load_retry_interval_seconds=0.01)
     manager.set_aspired_versions("m", [AspiredVersion(1, make_version(tmp_path, 1))])

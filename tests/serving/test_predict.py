@@ -56,7 +56,7 @@ class FakeCore:
         self.servables = {s.name: s for s in servables}
         self.options = options
 
-    def servable_handle(self, model_spec):
+    def pinned(self, model_spec):
         if model_spec.name not in self.servables:
             raise errors.NotFoundError(
                 None, None, f"Servable not found for request: Latest({model_spec.name})"
@@ -360,30 +360,44 @@ def test_output_filter_errors_come_before_the_sessions_dtype_check():
 @pytest.mark.parametrize("as_tensor_content", [False, True])
 def test_the_common_request_fast_path_answers_what_the_checked_path_does(as_tensor_content):
     """A plain request (every input, of its dtype, no output_filter) gets its response assembled
-    as bytes; it must equal the field-by-field one a filtered request builds, for every dtype."""
-    values = {
-        "f": np.float32([[1.5, -2.0], [0.25, 8.0]]),
-        "i": np.int32(-7),
-        "s": np.array([b"a", b"", b"\xff\x00z"], dtype=object),
-        "b": np.array([True, False]),
-        "h": np.float16([0.5, 65504.0]),
-        "q": np.int64([-(2**40), 3]),
-        "u": np.uint8([0, 255]),
-        "e": np.zeros((0, 3), np.float32),
-    }
-    kinds = {"f": FLOAT, "i": types_pb2.DT_INT32, "s": STRING, "b": types_pb2.DT_BOOL}
+    as bytes (outputs whose values are their own bytes from a prefix kept per shape); it must
+    equal the field-by-field one a filtered request builds, for every dtype and shape."""
+
+    def values(n):  # outputs whose shapes follow the request's batch size n
+        return {
+            "f": np.arange(2 * n, dtype=np.float32).reshape(n, 2) - 1.5,
+            "d": np.float64([1e300, -0.0])[:n],
+            "c": np.complex64([1 + 2j, -3.5j])[:n],
+            "z": np.float32(n),
+            "i": np.int32(-7 * n),
+            "s": np.array([b"a", b"", b"\xff\x00z"][:n], dtype=object),
+            "b": np.array([True, False])[:n],
+            "bz": np.bool_(n > 1),
+            "h": np.float16([0.5, 65504.0])[:n],
+            "q": np.int64([-(2**40), 3])[:n],
+            "u": np.uint8([0, 255])[:n],
+            "e": np.zeros((0, n), np.float32),
+            "w": np.float32([1.0, 2.0]),  # a float64 signature output computed as float32: sent as is
+        }
+
+    kinds = {"f": FLOAT, "d": types_pb2.DT_DOUBLE, "c": types_pb2.DT_COMPLEX64, "z": FLOAT}
+    kinds |= {"i": types_pb2.DT_INT32, "s": STRING, "b": types_pb2.DT_BOOL, "bz": types_pb2.DT_BOOL}
     kinds |= {"h": types_pb2.DT_HALF, "q": types_pb2.DT_INT64, "u": types_pb2.DT_UINT8, "e": FLOAT}
-    session = NumpySession({f"{k}:0": (lambda f, v=v: v) for k, v in values.items()})
-    sig = signature({"x": tensor_info("x:0")}, {k: tensor_info(f"{k}:0", kinds[k]) for k in values})
+    kinds |= {"w": types_pb2.DT_DOUBLE}
+    session = NumpySession({f"{k}:0": (lambda f, k=k: values(len(f["x:0"]))[k]) for k in kinds})
+    sig = signature({"x": tensor_info("x:0")}, {k: tensor_info(f"{k}:0", kinds[k]) for k in kinds})
     mgd = meta_graph_pb2.MetaGraphDef()
     mgd.signature_def["serving_default"].CopyFrom(sig)
     bundle = SimpleNamespace(session=session, meta_graph_def=mgd, signature_defs=mgd.signature_def)
     servable = Servable("many", 4, bundle)
-    plain = request(model="many", x=np.float32([1.0]))
-    filtered = request(model="many", x=np.float32([1.0]))
-    filtered.output_filter.extend(sorted(values))
-    fast = run_predict(servable, plain, as_tensor_content=as_tensor_content)
-    checked = run_predict(servable, filtered, as_tensor_content=as_tensor_content)
-    assert fast == checked
-    assert fast.model_spec.version.value == 4 and fast.model_spec.signature_name == "serving_default"
-    assert tensor_codec.decode(fast.outputs["s"]).tolist() == [b"a", b"", b"\xff\x00z"]
+    for n in (1, 2, 2, 1):  # repeated shapes take the kept prefixes
+        plain = request(model="many", x=np.ones(n, np.float32))
+        filtered = request(model="many", x=np.ones(n, np.float32))
+        filtered.output_filter.extend(sorted(kinds))
+        fast = run_predict(servable, plain, as_tensor_content=as_tensor_content)
+        checked = run_predict(servable, filtered, as_tensor_content=as_tensor_content)
+        assert fast == checked
+        assert fast.model_spec.version.value == 4 and fast.model_spec.signature_name == "serving_default"
+        assert tensor_codec.decode(fast.outputs["s"]).tolist() == [b"a", b"", b"\xff\x00z"][:n]
+        np.testing.assert_array_equal(tensor_codec.decode(fast.outputs["f"]), values(n)["f"])
+        assert tensor_codec.decode(fast.outputs["w"]).dtype == np.float32  # the array's own dtype

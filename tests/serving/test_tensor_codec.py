@@ -122,18 +122,37 @@ def test_tensor_content_is_zero_copy_and_read_only():
     np.testing.assert_array_equal(decoded, np.arange(6).reshape(2, 3))
 
 
-def test_shapes_are_parsed_once_each_but_long_ones_are_not_kept():
+def test_shapes_are_parsed_once_each_but_long_ones_are_not_kept(monkeypatch):
     """Requests repeat a few shapes; a shape carrying long dim names is read, never kept."""
-    proto = _proto(types_pb2.DT_FLOAT, [2, 1], float_val=[1, 2])
+    monkeypatch.setattr(tensor_codec, "_SHAPES", {})
+    parsed = []
+    parse = tensor_codec._parse_shape
+    monkeypatch.setattr(tensor_codec, "_parse_shape", lambda wire: parsed.append(wire) or parse(wire))
+    proto = _proto(types_pb2.DT_FLOAT, [2, 1, 1], float_val=[1, 2])
     first = tensor_codec.decode(proto)
-    hits = tensor_codec._cached_shape.cache_info().hits
     np.testing.assert_array_equal(tensor_codec.decode(proto), first)
-    assert tensor_codec._cached_shape.cache_info().hits == hits + 1
+    assert len(parsed) == 1
     named = _proto(types_pb2.DT_FLOAT, [2, 1], float_val=[1, 2])
     named.tensor_shape.dim[0].name = "n" * 10_000
-    kept = tensor_codec._cached_shape.cache_info().currsize
-    np.testing.assert_array_equal(tensor_codec.decode(named), first)
-    assert tensor_codec._cached_shape.cache_info().currsize == kept
+    kept = len(tensor_codec._SHAPES)
+    np.testing.assert_array_equal(tensor_codec.decode(named), first.reshape(2, 1))
+    np.testing.assert_array_equal(tensor_codec.decode(named), first.reshape(2, 1))
+    assert len(parsed) == 3 and len(tensor_codec._SHAPES) == kept
+
+
+def test_content_view_reads_known_shapes_and_leaves_the_rest_to_decode(monkeypatch):
+    monkeypatch.setattr(tensor_codec, "_SHAPES", {})
+    f32 = np.dtype(np.float32)
+    proto = _proto(types_pb2.DT_FLOAT, [2, 3, 1], tensor_content=np.arange(6, dtype=np.float32).tobytes())
+    assert tensor_codec.content_view(proto, f32, 4) is None
+    expected = tensor_codec.decode(proto)  # now a known shape
+    view = tensor_codec.content_view(proto, f32, 4)
+    assert view.shape == (2, 3, 1) and not view.flags.writeable
+    np.testing.assert_array_equal(view, expected)
+    short = _proto(types_pb2.DT_FLOAT, [2, 3, 1], tensor_content=b"\0" * 20)
+    assert tensor_codec.content_view(short, f32, 4) is None  # decode reports the size error
+    values = _proto(types_pb2.DT_FLOAT, [2, 3, 1], float_val=[1.0])
+    assert tensor_codec.content_view(values, f32, 4) is None  # the typed field: decode fills it
 
 
 BAD = {

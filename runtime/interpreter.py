@@ -143,6 +143,33 @@ def run_plan(
     return [vals[slot] for slot in plan.fetch_slots]
 
 
+def run_simple(plan, feed_values: Sequence, deadline: float | None = None) -> list:
+    """``run_plan`` of a plan fed by its caller whose steps are ``plan.simple``: one output
+    each, and no deadness to track. The same results and errors, with less to read per step
+    (what a server's small models spend most of their run on)."""
+    vals: list = [None] * plan.num_slots if plan.initial is None else list(plan.initial)
+    for slot, value in zip(plan.feed_slots, feed_values):
+        vals[slot] = value
+    index = 0
+    try:
+        for call, ins, out, frees in plan.simple:
+            if deadline is not None and _monotonic() > deadline:
+                raise errors.DeadlineExceededError(None, None, "Timed out waiting for notification")
+            n = len(ins)
+            if n == 2:
+                vals[out] = call(vals[ins[0]], vals[ins[1]])
+            elif n == 1:
+                vals[out] = call(vals[ins[0]])
+            else:
+                vals[out] = call(*[vals[i] for i in ins])
+            for slot in frees:
+                vals[slot] = None
+            index += 1
+    except Exception as exc:  # noqa: BLE001 - as in run_plan
+        raise node_error(exc, plan.steps[index].op) from (None if isinstance(exc, errors.OpError) else exc)
+    return list(map(vals.__getitem__, plan.fetch_slots))
+
+
 def _store(vals: list, outs: tuple, result, dead, op) -> set[int] | None:
     if not isinstance(result, (tuple, list)) or len(result) != len(outs):
         got = len(result) if isinstance(result, (tuple, list)) else "1"

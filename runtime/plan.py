@@ -88,6 +88,9 @@ class Plan:
     # No step reads the run's state (``runtime.function.RUN_STATE``: deadline and trace), which
     # only calls into functions and loops do: a run with a timeout checks it between steps only.
     pure: bool = False
+    # (call, inputs, output, frees) per step where every step has one output and none takes
+    # dead inputs: nothing can be dead in a run fed by its caller, so ``run_simple`` runs it.
+    simple: tuple | None = None
 
     @functools.cached_property
     def any_fed(self) -> bool:
@@ -383,4 +386,11 @@ def _finish(builder: _StepBuilder, feed_slots, fetch_slots, fetches) -> Plan:
         direct=direct_call(steps, feed_slots, fetch_slots, fetch_fed, builder.constants),
         initial=initial,
         pure=all(step.call in builder.pure_calls for step in steps),
+        simple=_simple(steps),
     )
+
+
+def _simple(steps: tuple[Step, ...]) -> tuple | None:
+    if any(step.multi or step.accepts_dead for step in steps):
+        return None  # (only multi-output kernels, Switch and alike, make dead values)
+    return tuple((step.call, step.inputs, step.outputs, step.frees) for step in steps)

@@ -28,7 +28,7 @@ from runtime.device import LOCAL_CPU
 from runtime.fetches import FetchMapper
 from runtime.function import RUN_STATE, FunctionLibraryRuntime
 from runtime.graph import Graph, Operation, Tensor, get_default_graph
-from runtime.interpreter import fetched, instrument, run_plan
+from runtime.interpreter import fetched, instrument, run_plan, run_simple
 from runtime.plan import Plan, build_plan
 from runtime.resources import ResourceMgr
 from runtime.tensor_util import as_bytes_array
@@ -120,7 +120,9 @@ class Session:
         count = len(feed_tensors)
         build = None if mapper.flat else mapper.build  # flat: the run's fresh list is the result
 
-        def callable_(*feed_args, options=None, run_metadata=None):
+        def callable_(*feed_args, options=None, run_metadata=None, timeout_ms=0):
+            # timeout_ms (beyond TF): RunOptions(timeout_in_ms=timeout_ms) without building one,
+            # for a server's per-request deadlines; ``options`` wins where both are given.
             if len(feed_args) != count:
                 raise TypeError(f"Expected {count} feed arguments, got {len(feed_args)}")
             if (options is not None or run_metadata is not None) and not accept_options:
@@ -136,14 +138,14 @@ class Session:
                     values[i] = _feed_value(feed_tensors[i], feed_dtypes[i], v, check_shapes)
                 i += 1
             plan = self._plans.get(key)
-            if plan is None or self._plans_version != self._graph.version:
+            if plan is None or self._plans_version != self._graph._version:  # (not the property: per run)
                 plan = self._plan(key)
             if plan.quiet and plan.direct is not None and (run_metadata is None or options is None):
                 # A fully delegated model: one call. A timeout has nothing to interrupt (run_plan
                 # checks it between steps) and the call reads no run state; no trace is asked.
                 results = plan.direct(values)
             else:
-                results = self._run_plan(plan, values, options, run_metadata)
+                results = self._run_plan(plan, values, options, run_metadata, timeout_ms)
             return results if build is None else build(results)
 
         return callable_
@@ -159,9 +161,9 @@ class Session:
     ) -> list:
         return self._run_plan(self.plan(feeds, fetches, targets), feed_values, options, run_metadata)
 
-    def _run_plan(self, plan: Plan, feed_values: list, options, run_metadata) -> list:
+    def _run_plan(self, plan: Plan, feed_values: list, options, run_metadata, timeout_ms: int = 0) -> list:
         if options is None:
-            timeout_ms, tracing = self._default_timeout_ms, False
+            timeout_ms, tracing = timeout_ms or self._default_timeout_ms, False
         else:
             timeout_ms = options.timeout_in_ms or self._default_timeout_ms
             tracing = run_metadata is not None and options.trace_level > 0
@@ -170,20 +172,26 @@ class Session:
             if plan.quiet:  # no numpy math: numpy's error state is not read
                 if direct is not None:
                     return direct(feed_values)
-                values = run_plan(plan, feed_values)
+                values = run_plan(plan, feed_values) if plan.simple is None else run_simple(plan, feed_values)
             else:
                 token = fp_errors.ignore()  # TF's kernels give inf and nan without warnings
                 try:
                     if direct is not None:
                         return direct(feed_values)
-                    values = run_plan(plan, feed_values)
+                    if plan.simple is None:
+                        values = run_plan(plan, feed_values)
+                    else:
+                        values = run_simple(plan, feed_values)
                 finally:
                     fp_errors.restore(token)
         elif plan.pure and not tracing:  # no step reads the run state: only the steps check the deadline
             deadline = time.monotonic() + timeout_ms / 1000
             token = None if plan.quiet else fp_errors.ignore()
             try:
-                values = run_plan(plan, feed_values, None, deadline)
+                if plan.simple is None:
+                    values = run_plan(plan, feed_values, None, deadline)
+                else:
+                    values = run_simple(plan, feed_values, deadline)
             finally:
                 if token is not None:
                     fp_errors.restore(token)

@@ -43,7 +43,7 @@ def _predict(core, request: predict_pb2.PredictRequest, deadline: float | None):
         if plain is None:
             plain = _plain_predict(core, servable, spec.signature_name)
         if not request.output_filter:
-            response = plain(request.inputs, spec.name, servable.version, signatures.run_options(deadline))
+            response = plain(request.inputs, spec.name, servable.version, signatures.timeout_ms(deadline))
             if response is not None:
                 return response
         return _run_predict(
@@ -102,7 +102,7 @@ def _run_predict(
     signatures.check_available(servable, name)
     if not request.output_filter and (signature.method_name_ok or not method_name_check):
         response = signature.plain_response(
-            as_tensor_content, request.inputs, request.model_spec.name, servable.version, run_options
+            as_tensor_content, request.inputs, request.model_spec.name, servable.version, 0, run_options
         )
         if response is not None:
             return response
@@ -176,10 +176,14 @@ class PredictSignature:
         )
         self._model_specs: dict[tuple[str, int], bytes] = {}  # (model name, version) -> field bytes
 
-    def plain_response(self, as_tensor_content: bool, inputs, model_name: str, version: int, run_options):
+    def plain_response(
+        self, as_tensor_content: bool, inputs, model_name: str, version: int, timeout_ms: int, options=None
+    ):
         """The serialized response to a request that sends exactly the signature's inputs, each
         of its dtype and well formed, and asks for every output; None for any other request,
-        which the checked path serves (with the same result, or TF Serving's error)."""
+        which the checked path serves (with the same result, or TF Serving's error).
+        ``timeout_ms``: the Session's timeout (``signatures.timeout_ms``; 0: none), unless
+        RunOptions are given."""
         if len(inputs) != self._input_count:
             return None
         values = []
@@ -195,7 +199,7 @@ class PredictSignature:
                     return None
             values.append(value)
         try:
-            outputs = self._run_all(*values, options=run_options)
+            outputs = self._run_all(*values, options=options, timeout_ms=timeout_ms)
         except (ValueError, TypeError) as e:
             raise signatures.refused_feeds(e) from e
         return self.response_bytes(model_name, version, outputs, as_tensor_content)

@@ -172,12 +172,22 @@ _NO_TIMEOUT_MS = 2**31 - 1  # TF Serving's DeadlineToTimeoutMillis saturates her
 
 def run_options(deadline: float | None) -> config_pb2.RunOptions | None:
     """RunOptions for one request: the time left before its deadline (seconds) becomes
-    ``timeout_in_ms``, as TF Serving's ``--enforce_session_run_timeout`` does. A deadline already
-    passed still gets 1 ms, so the Session fails fast instead of running unbounded. grpc reports
-    a call without a deadline as ~infinite time left: that is no timeout (0), as in TF."""
-    if deadline is None or deadline * 1000 >= _NO_TIMEOUT_MS:
-        return None  # the Session's default: no timeout
-    return _timeout_options(max(1, int(deadline * 1000)))
+    ``timeout_in_ms``, as TF Serving's ``--enforce_session_run_timeout`` does (``timeout_ms``)."""
+    timeout = timeout_ms(deadline)
+    return _timeout_options(timeout) if timeout else None  # None: the Session's default, no timeout
+
+
+def timeout_ms(deadline: float | None) -> int:
+    """A request's session timeout: the time left before its deadline (seconds), in ms. A
+    deadline already passed still gets 1 ms, so the Session fails fast instead of running
+    unbounded. grpc reports a call without a deadline as ~infinite time left: that is no
+    timeout (0), as in TF."""
+    if deadline is None or deadline >= _NO_TIMEOUT_S:
+        return 0
+    return max(1, int(deadline * 1000))
+
+
+_NO_TIMEOUT_S = _NO_TIMEOUT_MS / 1000
 
 
 @functools.lru_cache(maxsize=256)  # a client's deadlines repeat: its timeout less a few ms
@@ -231,8 +241,8 @@ def run_session(session, fetches: list[str], feeds: dict, options: config_pb2.Ru
 
 
 def session_callable(session, feeds: Sequence[str], fetches: Sequence[str]) -> Callable[..., list]:
-    """``fetches`` with ``feeds`` (tensor names) fed, as ``call(*feed_values, options=...)``:
-    ``session.run``'s results and errors, where a ValueError or TypeError is the request's fault
+    """``fetches`` with ``feeds`` (tensor names) fed, as ``call(*feed_values, options=...)``
+    (or ``timeout_ms=...`` for RunOptions with only a timeout): ``session.run``'s results and errors, where a ValueError or TypeError is the request's fault
     (callers raise ``refused_feeds`` of it, as ``run_session`` does). Where the Session offers
     ``make_callable``, names are resolved and the plan found once, not per request."""
     fetches = list(fetches)
@@ -242,7 +252,9 @@ def session_callable(session, feeds: Sequence[str], fetches: Sequence[str]) -> C
         except Exception:  # noqa: BLE001 - a name the graph lacks: each run reports it, as run_session
             pass
 
-    def run(*feed_values, options: config_pb2.RunOptions | None = None) -> list:
+    def run(*feed_values, options: config_pb2.RunOptions | None = None, timeout_ms: int = 0) -> list:
+        if timeout_ms:
+            options = _timeout_options(timeout_ms)
         return session.run(fetches, dict(zip(feeds, feed_values, strict=True)), options=options)
 
     return run

@@ -273,6 +273,9 @@ _BINARY = {
 
 
 def _binary(fn, int_divisor: bool, via_float32: bool):
+    if isinstance(fn, np.ufunc) and not int_divisor and not via_float32:
+        return _binary_ufunc(fn)
+
     def compute(x, y):
         if type(x) is not np.ndarray:  # the common case, ndarrays, touches no numpy code here
             x = np.asarray(x)
@@ -285,6 +288,26 @@ def _binary(fn, int_divisor: bool, via_float32: bool):
         if via_float32 and _low_precision(x.dtype):
             return out(fn(x.astype(np.float32), y.astype(np.float32)), x.dtype)
         result = fn(x, y)
+        # The common case, an ndarray of x's dtype, needs no conversion (numpy scalars do).
+        return result if type(result) is np.ndarray and result.dtype == x.dtype else out(result, x.dtype)
+
+    return compute
+
+
+def _binary_ufunc(fn: np.ufunc):
+    """``_binary`` of a plain ufunc: numpy broadcasts as TF does, so shapes are checked only
+    when numpy refuses them (for TF's error text), not before every call."""
+
+    def compute(x, y):
+        if type(x) is not np.ndarray:
+            x = np.asarray(x)
+        if type(y) is not np.ndarray:
+            y = np.asarray(y)
+        try:
+            result = fn(x, y)
+        except ValueError:
+            broadcast(x, y)  # raises TF's error where the shapes do not broadcast
+            raise
         # The common case, an ndarray of x's dtype, needs no conversion (numpy scalars do).
         return result if type(result) is np.ndarray and result.dtype == x.dtype else out(result, x.dtype)
 

@@ -205,6 +205,10 @@ def test_timeout_in_ms_raises_deadline_exceeded():
     config = config_pb2.ConfigProto(operation_timeout_in_ms=20)
     with pytest.raises(errors.DeadlineExceededError):
         Session(graph=session.graph, config=config).run("s39:0", {"x:0": 1.0})
+    run = session.make_callable("s39:0", ["x:0"], accept_options=True)
+    with pytest.raises(errors.DeadlineExceededError, match="^Timed out waiting for notification$"):
+        run(1.0, timeout_ms=20)  # a server's per-request timeout, without RunOptions
+    assert run(1.0, timeout_ms=60_000) == 1.0
 
 
 def test_full_trace_fills_step_stats():

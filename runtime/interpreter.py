@@ -9,6 +9,7 @@ A plan that is one step from the feeds to the fetches runs as one call (``direct
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Sequence
 
@@ -53,6 +54,14 @@ def direct_call(steps: tuple, feed_slots, fetch_slots, fetch_fed, constants=None
         bound = list(constants.values())
         call = _with_constants(call, args, bound)
         args = tuple(range(len(feed_slots)))  # every feed, in order: ``with_constants`` picks
+    count = len(outs)
+    if len(picks) > 1:
+        pick = operator.itemgetter(*picks)  # a tuple of the picked outputs, in one C call
+    else:
+
+        def pick(result):
+            return [result[i] for i in picks]
+
     first_only = args == (0,)
     all_feeds = args == tuple(range(len(feed_slots)))  # each feed once, in order: no list to build
 
@@ -68,19 +77,25 @@ def direct_call(steps: tuple, feed_slots, fetch_slots, fetch_fed, constants=None
                 if type(result) is np.ndarray and result.ndim:
                     return [result]
                 return [fetched(result, False, 0)]
-            if multi and (not isinstance(result, (tuple, list)) or len(result) != len(outs)):
+            if (
+                multi
+                and (type(result) is not list or len(result) != count)
+                and (not isinstance(result, (tuple, list)) or len(result) != count)
+            ):
                 _store([None] * (max(outs) + 1), outs, result, None, op)  # raises its error
         except errors.OpError as exc:
             raise node_error(exc, op) from None
         except Exception as exc:  # noqa: BLE001 - as in run_plan
             raise node_error(exc, op) from exc
         if multi:
-            values = list(result) if in_order else [result[i] for i in picks]
+            values = list(result) if in_order else list(pick(result))
         else:
             values = [result] * len(picks)
-        for index, value in enumerate(values):
+        index = 0
+        for value in values:  # a plain loop: enumerate's tuples cost more, per run
             if type(value) is not np.ndarray or not value.ndim:
                 values[index] = fetched(value, False, index)
+            index += 1
         return values
 
     return direct

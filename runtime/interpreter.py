@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from runtime import errors
+from runtime import errors, fp_errors
 from runtime.graph import Operation
 from runtime.kernels.registry import DEAD
 
@@ -158,10 +158,13 @@ def run_plan(
     return [vals[slot] for slot in plan.fetch_slots]
 
 
-def run_simple(plan, feed_values: Sequence, deadline: float | None = None) -> list:
-    """``run_plan`` of a plan fed by its caller whose steps are ``plan.simple``: one output
-    each, and no deadness to track. The same results and errors, with less to read per step
-    (what a server's small models spend most of their run on)."""
+def run_simple(plan, feed_values: Sequence, timeout_ms: int = 0) -> list:
+    """A whole run of a plan fed by its caller whose steps are ``plan.simple`` (one output each:
+    no deadness to track) and read no run state (``plan.pure``) where there is a timeout: the
+    results ``Session.run`` returns, with ``run_plan``'s errors. A server's small models spend
+    most of a run on what this leaves out."""
+    deadline = _monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
+    token = None if plan.quiet else fp_errors.ignore()  # TF's kernels give inf and nan silently
     vals: list = [None] * plan.num_slots if plan.initial is None else list(plan.initial)
     for slot, value in zip(plan.feed_slots, feed_values):
         vals[slot] = value
@@ -182,7 +185,17 @@ def run_simple(plan, feed_values: Sequence, deadline: float | None = None) -> li
             index += 1
     except Exception as exc:  # noqa: BLE001 - as in run_plan
         raise node_error(exc, plan.steps[index].op) from (None if isinstance(exc, errors.OpError) else exc)
-    return list(map(vals.__getitem__, plan.fetch_slots))
+    finally:
+        if token is not None:
+            fp_errors.restore(token)
+    values = list(map(vals.__getitem__, plan.fetch_slots))
+    for value in values:  # the common fetches, non-scalar arrays computed here, are the result
+        if type(value) is not np.ndarray or not value.ndim:
+            break
+    else:
+        if not plan.any_fed:
+            return values
+    return list(map(fetched, values, plan.fetch_fed, range(len(values))))
 
 
 def _store(vals: list, outs: tuple, result, dead, op) -> set[int] | None:

@@ -93,6 +93,12 @@ class Plan:
     simple: tuple | None = None
 
     @functools.cached_property
+    def simple_run(self) -> bool:
+        """``interpreter.run_simple`` runs it whatever the timeout (one-output steps, none of
+        which reads the run state), unless a trace is asked."""
+        return self.simple is not None and self.pure
+
+    @functools.cached_property
     def any_fed(self) -> bool:
         """Whether a fetch is also fed (its value is returned as fed)."""
         return any(self.fetch_fed)

@@ -144,6 +144,8 @@ class Session:
                 # A fully delegated model: one call. A timeout has nothing to interrupt (run_plan
                 # checks it between steps) and the call reads no run state; no trace is asked.
                 results = plan.direct(values)
+            elif plan.simple_run and options is None:  # a server's small native model
+                results = run_simple(plan, values, timeout_ms or self._default_timeout_ms)
             else:
                 results = self._run_plan(plan, values, options, run_metadata, timeout_ms)
             return results if build is None else build(results)
@@ -169,32 +171,22 @@ class Session:
             tracing = run_metadata is not None and options.trace_level > 0
         if timeout_ms <= 0 and not tracing:
             direct = plan.direct  # one call returning fetched values: a fully delegated model
+            if direct is None and plan.simple is not None:
+                return run_simple(plan, feed_values)
             if plan.quiet:  # no numpy math: numpy's error state is not read
                 if direct is not None:
                     return direct(feed_values)
-                values = run_plan(plan, feed_values) if plan.simple is None else run_simple(plan, feed_values)
+                values = run_plan(plan, feed_values)
             else:
                 token = fp_errors.ignore()  # TF's kernels give inf and nan without warnings
                 try:
                     if direct is not None:
                         return direct(feed_values)
-                    if plan.simple is None:
-                        values = run_plan(plan, feed_values)
-                    else:
-                        values = run_simple(plan, feed_values)
+                    values = run_plan(plan, feed_values)
                 finally:
                     fp_errors.restore(token)
-        elif plan.pure and not tracing:  # no step reads the run state: only the steps check the deadline
-            deadline = time.monotonic() + timeout_ms / 1000
-            token = None if plan.quiet else fp_errors.ignore()
-            try:
-                if plan.simple is None:
-                    values = run_plan(plan, feed_values, None, deadline)
-                else:
-                    values = run_simple(plan, feed_values, deadline)
-            finally:
-                if token is not None:
-                    fp_errors.restore(token)
+        elif plan.simple_run and not tracing:  # no step reads the run state: they check the deadline
+            return run_simple(plan, feed_values, timeout_ms)
         else:
             deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
             trace: list | None = [] if tracing else None

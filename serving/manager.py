@@ -75,12 +75,13 @@ class _Pinned(Servable):
     the manager's tables, no new pin may stay: ``AspiredVersionsManager.pin`` checks it after
     pinning, and the unload waits for ``pins`` to empty after setting it."""
 
-    __slots__ = ("pins", "retired")
+    __slots__ = ("pins", "retired", "unpin")
 
     def __init__(self, h: _Harness):
         super().__init__(h.id.name, h.id.version, h.bundle, cache=h.cache)
         self.pins: list[None] = []
         self.retired = False
+        self.unpin = self.pins.pop  # what ``with`` does at the end; ``finally: unpin()`` is cheaper
 
     def __exit__(self, *exc) -> None:
         self.pins.pop()

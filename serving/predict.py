@@ -35,10 +35,11 @@ def predict_wire(core, request: predict_pb2.PredictRequest, deadline: float | No
 
 
 def _predict(core, request: predict_pb2.PredictRequest, deadline: float | None):
-    if not request.HasField("model_spec"):
-        raise errors.InvalidArgumentError(None, None, "Missing ModelSpec")
     spec = request.model_spec
-    with core.pinned(spec) as servable:
+    if not spec.name and not request.HasField("model_spec"):  # (a name means a model_spec)
+        raise errors.InvalidArgumentError(None, None, "Missing ModelSpec")
+    servable = core.pinned(spec)
+    try:  # (what ``with`` does, without two calls per request)
         plain = servable.cache.get((_PLAIN, spec.signature_name))
         if plain is None:
             plain = _plain_predict(core, servable, spec.signature_name)
@@ -53,6 +54,8 @@ def _predict(core, request: predict_pb2.PredictRequest, deadline: float | None):
             method_name_check=signatures.method_name_check(core),
             as_tensor_content=signatures.serialize_as_tensor_content(core),
         )
+    finally:
+        servable.unpin()
 
 
 def _plain_predict(core, servable, requested: str):
@@ -211,8 +214,18 @@ class PredictSignature:
         (per shape) and ``tobytes()``."""
         if len(outputs) != len(self._entry_heads):
             raise errors.UnknownError(None, None, "Predict internal error")
-        parts = []
+        spec = self._model_specs.get((model_name, version))
+        if spec is None:
+            spec = self._model_spec_bytes(model_name, version)
         prefixes = self._prefixes[as_tensor_content]
+        if len(outputs) == 1:  # the common response, without a list to join
+            value, cache = outputs[0], prefixes[0]
+            if cache is not None and type(value) is np.ndarray and value.dtype is self._raw_dtypes[0]:
+                prefix = cache.get(value.shape)
+                if prefix is None:
+                    prefix = self._entry_prefix(0, value.shape, as_tensor_content)
+                return prefix + value.tobytes() + spec
+        parts = []
         for index, value in enumerate(outputs):
             cache = prefixes[index]
             if cache is not None and type(value) is np.ndarray and value.dtype is self._raw_dtypes[index]:
@@ -223,16 +236,17 @@ class PredictSignature:
                 parts.append(value.tobytes())
             else:
                 parts.append(self._entry(index, value, as_tensor_content))
-        spec = self._model_specs.get((model_name, version))
-        if spec is None:
-            message = model_pb2.ModelSpec()
-            signatures.set_model_spec(message, model_name, self.name, version)
-            body = message.SerializeToString()
-            spec = self._model_specs.setdefault(
-                (model_name, version), _MODEL_SPEC_TAG + tensor_codec.varint(len(body)) + body
-            )
         parts.append(spec)
         return b"".join(parts)
+
+    def _model_spec_bytes(self, model_name: str, version: int) -> bytes:
+        """PredictResponse.model_spec's field, kept per (model name, version)."""
+        message = model_pb2.ModelSpec()
+        signatures.set_model_spec(message, model_name, self.name, version)
+        body = message.SerializeToString()
+        return self._model_specs.setdefault(
+            (model_name, version), _MODEL_SPEC_TAG + tensor_codec.varint(len(body)) + body
+        )
 
     def _entry(self, index: int, value, as_tensor_content: bool) -> bytes:
         """PredictResponse.outputs' entry for output ``index``: its alias and TensorProto."""

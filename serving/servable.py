@@ -67,6 +67,10 @@ class Servable:
         if self._release is not None:
             self._release()
 
+    def unpin(self) -> None:
+        """What the end of a ``with`` block on this servable does."""
+        self.__exit__(None, None, None)
+
 
 def fingerprint(path: str) -> tuple:
     """What a version directory holds (names, sizes, mtimes): changes while it is written."""

@@ -67,7 +67,7 @@ class ServerCore:
 
     def pinned(self, model_spec) -> Servable:
         """``servable_handle`` for a ``with`` statement only, the request paths' (no handle
-        is made per request; the block's end releases the pin)."""
+        is made per request; the block's end releases the pin, as ``unpin()`` does)."""
         name = model_spec.name
         if name and model_spec.WhichOneof("version_choice") is None:  # the common request
             return self._manager.pin(name)

@@ -309,7 +309,9 @@ def _binary_ufunc(fn: np.ufunc):
             broadcast(x, y)  # raises TF's error where the shapes do not broadcast
             raise
         # The common case, an ndarray of x's dtype, needs no conversion (numpy scalars do).
-        return result if type(result) is np.ndarray and result.dtype == x.dtype else out(result, x.dtype)
+        if type(result) is np.ndarray and (result.dtype is x.dtype or result.dtype == x.dtype):
+            return result
+        return out(result, x.dtype)
 
     return compute
 

@@ -188,8 +188,13 @@ def run_simple(plan, feed_values: Sequence, timeout_ms: int = 0) -> list:
     finally:
         if token is not None:
             fp_errors.restore(token)
-    values = list(map(vals.__getitem__, plan.fetch_slots))
-    for value in values:  # the common fetches, non-scalar arrays computed here, are the result
+    return fetched_values(plan, list(map(vals.__getitem__, plan.fetch_slots)))
+
+
+def fetched_values(plan, values: list) -> list:
+    """A run's fetched values as Session.run returns them (``fetched``): the common fetches,
+    non-scalar arrays the run computed, are the list itself."""
+    for value in values:
         if type(value) is not np.ndarray or not value.ndim:
             break
     else:

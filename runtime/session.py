@@ -28,7 +28,7 @@ from runtime.device import LOCAL_CPU
 from runtime.fetches import FetchMapper
 from runtime.function import RUN_STATE, FunctionLibraryRuntime
 from runtime.graph import Graph, Operation, Tensor, get_default_graph
-from runtime.interpreter import fetched, instrument, run_plan, run_simple
+from runtime.interpreter import fetched_values, instrument, run_plan, run_simple
 from runtime.plan import Plan, build_plan
 from runtime.resources import ResourceMgr
 from runtime.tensor_util import as_bytes_array
@@ -199,13 +199,7 @@ class Session:
                 RUN_STATE.reset(token)
             if trace is not None:
                 _write_step_stats(run_metadata, trace)
-        for value in values:  # the common fetches, non-scalar arrays computed here, are the result
-            if type(value) is not np.ndarray or not value.ndim:
-                break
-        else:
-            if not plan.any_fed:
-                return values
-        return list(map(fetched, values, plan.fetch_fed, range(len(values))))
+        return fetched_values(plan, values)
 
     def plan(self, feeds: Sequence[Tensor], fetches: Sequence[Tensor], targets: Sequence[Operation]) -> Plan:
         """The cached Plan for (feeds, fetches, targets), built on first use."""

@@ -10,9 +10,10 @@ for the same request, so both serialize the same message) with the same thread p
 limits. Closed-loop clients (grpc.aio, spread over ``--client-procs`` processes) keep
 ``concurrency`` requests in flight for ``--duration`` seconds per server, in rounds alternating
 between the two servers (so drift in the machine's load hits both alike); the table gives the
-median QPS over rounds, p50 and p99 per server and the ratios ours/bare. On small machines both
-servers are pinned to the same core and the clients to the others (``--server-cpus``). This is a benchmark, not a test: it
-asserts nothing. The issue's aim is ours/bare QPS >= 0.8 for the tiny model.
+median QPS over rounds, p50 and p99 per server, each server's CPU time per request (Linux), and
+the ratios ours/bare. On small machines both servers are pinned to the same core and the
+clients to the others (``--server-cpus``). This is a benchmark, not a test: it asserts nothing.
+The issue's aim is ours/bare QPS >= 0.8 for the tiny model.
 """
 
 from __future__ import annotations
@@ -167,9 +168,11 @@ def wait_for_predict(port: int, models: list[str], proc: subprocess.Popen, log: 
 
 async def _closed_loop(
     port: int, model: str, concurrency: int, warmup: float, duration: float
-) -> list[float]:
+) -> tuple[list[float], int]:
+    """Latencies of the requests sent after the warmup, and how many were answered in all."""
     request = make_request(model)
     latencies: list[float] = []
+    answered = [0]
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=GRPC_OPTIONS) as channel:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         start = time.perf_counter()
@@ -182,11 +185,12 @@ async def _closed_loop(
                     return
                 await stub.Predict(request, timeout=30)
                 t1 = time.perf_counter()
+                answered[0] += 1
                 if t0 >= measure_from:
                     latencies.append(t1 - t0)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return latencies
+    return latencies, answered[0]
 
 
 def _avoid(cpus: set[int] | None) -> None:
@@ -197,32 +201,52 @@ def _avoid(cpus: set[int] | None) -> None:
             os.sched_setaffinity(0, rest)
 
 
-def _client(args) -> list[float]:
+def _client(args) -> tuple[list[float], int]:
     return asyncio.run(_closed_loop(*args))
 
 
 def measure_once(pool, procs: int, port: int, model: str, concurrency: int, warmup: float, duration: float):
+    """The measured latencies of every client process, and the requests answered in all."""
     procs = max(1, min(procs, concurrency))
     shares = [concurrency // procs + (i < concurrency % procs) for i in range(procs)]
     results = pool.map(_client, [(port, model, share, warmup, duration) for share in shares])
-    return [x for r in results for x in r]
+    return [x for r, _ in results for x in r], sum(n for _, n in results)
 
 
-def measure_pair(args, pool, ports: tuple[int, int], model: str, concurrency: int):
-    """(QPS, p50 ms, p99 ms) of each server; rounds alternate between them so that drift in the
-    machine's load hits both alike. QPS is the median over rounds, latencies are pooled."""
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time of a process so far (Linux's /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_pair(args, pool, servers: tuple[tuple[int, int], ...], model: str, concurrency: int):
+    """(QPS, p50 ms, p99 ms, server CPU us per request) of each (port, pid); rounds alternate
+    between them so that drift in the machine's load hits both alike. QPS and CPU per request
+    are medians over rounds, latencies are pooled. CPU per request counts the server process's
+    own time, which time taken by other processes on its CPU does not inflate."""
     duration = args.duration / args.rounds
-    qps: tuple[list[float], list[float]] = ([], [])
-    latencies: tuple[list[float], list[float]] = ([], [])
+    qps: tuple[list[float], ...] = tuple([] for _ in servers)
+    latencies: tuple[list[float], ...] = tuple([] for _ in servers)
+    cpu: tuple[list[float], ...] = tuple([] for _ in servers)
     for _ in range(args.rounds):
-        for i, port in enumerate(ports):
-            got = measure_once(pool, args.client_procs, port, model, concurrency, args.warmup, duration)
+        for i, (port, pid) in enumerate(servers):
+            before = cpu_seconds(pid)
+            got, answered = measure_once(
+                pool, args.client_procs, port, model, concurrency, args.warmup, duration
+            )
+            after = cpu_seconds(pid)
             qps[i].append(len(got) / duration)
             latencies[i].extend(got)
+            if before is not None and after is not None and answered:
+                cpu[i].append((after - before) / answered * 1e6)
     out = []
-    for q, lat in zip(qps, latencies):
+    for q, lat, c in zip(qps, latencies, cpu):
         lat_ms = np.array(lat) * 1e3 if lat else np.array([np.nan])
-        out.append((float(np.median(q)), np.percentile(lat_ms, 50), np.percentile(lat_ms, 99)))
+        cpu_us = float(np.median(c)) if c else float("nan")
+        out.append((float(np.median(q)), np.percentile(lat_ms, 50), np.percentile(lat_ms, 99), cpu_us))
     return out
 
 
@@ -267,7 +291,7 @@ def main(argv=None) -> None:
             )
             pin(bare, cpus)
             wait_for_predict(bare_port, models, bare, work / "model_server.log")
-            run(args, models, levels, ours_port, bare_port, cpus)
+            run(args, models, levels, (bare_port, bare.pid), (ours_port, ours.pid), cpus)
         finally:
             for proc in (ours, bare):
                 if proc is not None and proc.poll() is None:
@@ -279,26 +303,30 @@ def main(argv=None) -> None:
                         proc.wait()
 
 
-def run(args, models: list[str], levels: list[int], ours_port: int, bare_port: int, cpus) -> None:
+def run(args, models: list[str], levels: list[int], bare: tuple, ours: tuple, cpus) -> None:
     print(
         f"Predict, {args.duration:.0f}s per point and server in {args.rounds} alternating rounds, "
         f"{args.client_procs} client process(es), {os.cpu_count()} CPUs, servers on CPUs "
         f"{sorted(cpus) if cpus else 'all'}, {args.server_threads} server threads"
     )
-    header = f"{'model':8} {'conc':>4} | {'bare QPS':>9} {'p50 ms':>7} {'p99 ms':>7} | "
-    header += f"{'ours QPS':>9} {'p50 ms':>7} {'p99 ms':>7} | {'QPS ratio':>9} {'p50 ratio':>9}"
+    header = f"{'model':8} {'conc':>4} | {'bare QPS':>9} {'p50 ms':>7} {'p99 ms':>7} {'CPU us':>7} | "
+    header += f"{'ours QPS':>9} {'p50 ms':>7} {'p99 ms':>7} {'CPU us':>7} | {'QPS ratio':>9} {'p50 ratio':>9}"
     print(header)
     print("-" * len(header))
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(args.client_procs, initializer=_avoid, initargs=(cpus,)) as pool:
         for model in models:
             for concurrency in levels:
-                b, o = measure_pair(args, pool, (bare_port, ours_port), model, concurrency)
+                b, o = measure_pair(args, pool, (bare, ours), model, concurrency)
                 print(
-                    f"{model:8} {concurrency:>4} | {b[0]:>9.0f} {b[1]:>7.2f} {b[2]:>7.2f} | "
-                    f"{o[0]:>9.0f} {o[1]:>7.2f} {o[2]:>7.2f} | {o[0] / b[0]:>9.2f} {o[1] / b[1]:>9.2f}",
+                    f"{model:8} {concurrency:>4} | {b[0]:>9.0f} {b[1]:>7.2f} {b[2]:>7.2f} {b[3]:>7.0f} | "
+                    f"{o[0]:>9.0f} {o[1]:>7.2f} {o[2]:>7.2f} {o[3]:>7.0f} | {o[0] / b[0]:>9.2f} {o[1] / b[1]:>9.2f}",
                     flush=True,
                 )
+    print(
+        "CPU us: the server process's CPU time per answered request (its own cost; other work on "
+        "its CPU slows its QPS, not this)"
+    )
 
 
 if __name__ == "__main__":

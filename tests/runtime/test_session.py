@@ -211,6 +211,40 @@ def test_timeout_in_ms_raises_deadline_exceeded():
     assert run(1.0, timeout_ms=60_000) == 1.0
 
 
+def test_a_timeout_reaches_the_steps_of_functions_a_run_calls():
+    """A run calling a function (here a TF2 While that never ends) stops at its timeout, from a
+    callable's ``timeout_ms`` as from RunOptions: the function's own steps see the deadline."""
+    from tests.runtime.onnx.test_loops import I32, const, function, node
+
+    int32 = np.dtype(np.int32)
+    graph_def = graph_pb2.GraphDef()
+    graph_def.node.extend(
+        [
+            node("x", "Placeholder", dtype=I32),
+            node("loop", "StatelessWhile", "x", T=[I32], cond="forever", body="step"),
+        ]
+    )
+    graph_def.library.function.extend(
+        [
+            function("forever", [("i", I32)], [("r", 10, "yes:output:0")], [const("yes", True, np.bool_)]),
+            function(
+                "step",
+                [("i", I32)],
+                [("o", I32, "next:z:0")],
+                [const("zero", 0), node("next", "AddV2", "i", "zero:output:0", T=I32)],
+            ),
+        ]
+    )
+    session = Session(graph=Graph.from_graph_def(graph_def))
+    run = session.make_callable("loop:0", ["x:0"], accept_options=True)
+    started = time.monotonic()
+    with pytest.raises(errors.DeadlineExceededError):
+        run(int32.type(0), timeout_ms=50)
+    with pytest.raises(errors.DeadlineExceededError):
+        session.run("loop:0", {"x:0": 0}, options=config_pb2.RunOptions(timeout_in_ms=50))
+    assert time.monotonic() - started < 30
+
+
 def test_full_trace_fills_step_stats():
     nodes = [("x", "Placeholder", [], {"dtype": 1})]
     nodes += [(f"n{i}", "Neg", [f"n{i - 1}" if i else "x"], {"T": 1}) for i in range(3)]

@@ -76,9 +76,10 @@ class ClusterRunner:
         self._runs: dict[tuple, object] = {}
         self._single = len(output_names) == 1
         self._last: tuple = (None, -1, None)  # (dtype, ndim, run) of _run_one's previous call
+        self._last_two: tuple = (None, -1, None, -1, None)  # _run_two's: (dtype, ndim) twice, run
         self._last_many: tuple = ((), (), None)  # (dtypes, ndims, run) of __call__'s previous call
-        # What a plan step calls: the one-input hot path where it applies.
-        self.run = self._run_one if len(input_names) == 1 else self.__call__
+        # What a plan step calls: the one- or two-input hot path where it applies.
+        self.run = {1: self._run_one, 2: self._run_two}.get(len(input_names), self.__call__)
         self._native_plan = None
         self._native_only = False
         self._lock = threading.Lock()
@@ -104,10 +105,8 @@ class ClusterRunner:
             self._last_many = (tuple(k[0] for k in key), tuple(k[1] for k in key), run)
         try:
             outputs = run(self._fetch_names, dict(zip(self._feed_names, inputs)), None)
-        except _Unguarded:  # TF's kernels raise its error here, or compute what ONNX does not
-            return self._result(self._run_native(inputs))
-        except Exception as exc:  # noqa: BLE001 - e.g. an index out of range, a batch onnxruntime rejects
-            return self._after_failure(inputs, exc)
+        except Exception as exc:  # noqa: BLE001 - see _failed
+            return self._failed(inputs, exc)
         return outputs[0] if self._single else outputs
 
     def _run_one(self, x):
@@ -123,11 +122,34 @@ class ClusterRunner:
             self._last = (x.dtype, x.ndim, run)  # one tuple: threads see old or new, never half
         try:
             outputs = run(self._fetch_names, {"input_0": x}, None)
-        except _Unguarded:
-            return self._result(self._run_native([x]))
-        except Exception as exc:  # noqa: BLE001 - e.g. an index out of range, a batch onnxruntime rejects
-            return self._after_failure([x], exc)
+        except Exception as exc:  # noqa: BLE001 - see _failed
+            return self._failed([x], exc)
         return outputs[0] if self._single else outputs
+
+    def _run_two(self, x, y):
+        """``_run_one`` for two inputs: a dict literal and two checks cost a third of the
+        general path's loop, and ``dict(zip(...))``."""
+        if type(x) is not np.ndarray or type(y) is not np.ndarray or not x.size or not y.size:
+            return self._call_slow((x, y))
+        x_dtype, x_ndim, y_dtype, y_ndim, run = self._last_two
+        if x.dtype is not x_dtype or x.ndim != x_ndim or y.dtype is not y_dtype or y.ndim != y_ndim:
+            run = self._runs.get(((x.dtype, x.ndim), (y.dtype, y.ndim)))
+            if run is None:
+                return self._call_slow((x, y))
+            self._last_two = (x.dtype, x.ndim, y.dtype, y.ndim, run)
+        try:
+            outputs = run(self._fetch_names, {"input_0": x, "input_1": y}, None)
+        except Exception as exc:  # noqa: BLE001 - see _failed
+            return self._failed([x, y], exc)
+        return outputs[0] if self._single else outputs
+
+    def _failed(self, inputs: list, exc: Exception):
+        """The outputs of a run onnxruntime did not answer: a failed guard (TF's kernels raise
+        its error, or compute what ONNX does not), or any other failure (an index out of range,
+        a batch onnxruntime rejects)."""
+        if isinstance(exc, _Unguarded):
+            return self._result(self._run_native(inputs))
+        return self._after_failure(inputs, exc)
 
     def _after_failure(self, inputs, exc: Exception):
         """The native run of inputs onnxruntime failed on: TF's error where the input is bad (no
@@ -208,7 +230,11 @@ class ClusterRunner:
     def _fall_back(self, why: str, native, inputs) -> tuple[object, list]:
         self._native_only = True
         self._runs = {}
-        self._last, self._last_many = (None, -1, None), ((), (), None)
+        self._last, self._last_two, self._last_many = (
+            (None, -1, None),
+            (None, -1, None, -1, None),
+            ((), (), None),
+        )
         logger.warning("onnxruntime cluster %s runs natively from now on: %s", self.name, why)
         if self._report is not None:
             self._report.record_fallback(self.name, why)

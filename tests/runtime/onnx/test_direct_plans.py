@@ -84,6 +84,27 @@ def test_direct_picks_fetches_in_order_repeats_them_and_makes_0d_results_scalars
     assert slow[0] == got[0] and np.array_equal(slow[1], got[1])
 
 
+def test_a_two_input_cluster_follows_its_inputs_signatures_call_after_call(caplog):
+    """The two-input hot path tries the previous call's (dtype, rank) pair first: ranks that
+    change between calls compile anew, and return to the earlier ones, every run in onnxruntime
+    (a run given the wrong compiled session would fail there and warn)."""
+    g = graph(
+        node("x", "Placeholder", dtype=dtypes.DT_DOUBLE),
+        node("y", "Placeholder", dtype=dtypes.DT_DOUBLE),
+        node("m", "Mul", "x", "y", T=dtypes.DT_DOUBLE),
+        node("e", "Exp", "m", T=dtypes.DT_DOUBLE),
+    )
+    session = delegated_session(g)
+    run = session.make_callable("e:0", ["x:0", "y:0"])
+    rng = np.random.default_rng(1)
+    shapes = [((3,), (3,)), ((2, 3), (2, 3)), ((3,), (3,)), ((2, 3), (3,)), ((4, 3), (4, 3))]
+    for x_shape, y_shape in shapes:
+        x, y = rng.normal(size=x_shape), rng.normal(size=y_shape)
+        np.testing.assert_allclose(run(x, y), np.exp(x * y), rtol=1e-12)
+    assert _plan(session, ["e:0"], ["x:0", "y:0"]).direct is not None
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
 def test_plans_that_are_not_one_step_from_feeds_to_fetches_are_not_direct():
     session = delegated_session(_two_outputs())
     x = np.float32([[1, 2]])

@@ -77,11 +77,7 @@ def direct_call(steps: tuple, feed_slots, fetch_slots, fetch_fed, constants=None
                 if type(result) is np.ndarray and result.ndim:
                     return [result]
                 return [fetched(result, False, 0)]
-            if (
-                multi
-                and (type(result) is not list or len(result) != count)
-                and (not isinstance(result, (tuple, list)) or len(result) != count)
-            ):
+            if multi and (not isinstance(result, (tuple, list)) or len(result) != count):
                 _store([None] * (max(outs) + 1), outs, result, None, op)  # raises its error
         except errors.OpError as exc:
             raise node_error(exc, op) from None

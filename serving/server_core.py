@@ -31,9 +31,8 @@ class ServerCore:
 
     ``pinned(model_spec)`` is the request paths' entry (``servable_handle`` the general one): it
     resolves ``name`` plus ``version`` / ``version_label`` / neither (latest) to a pinned
-    ``Servable``. ``options``
-    (a ``ServerOptions``) is public so request handlers can read request-path flags such as
-    ``enable_signature_method_name_check``. Thread-safe.
+    ``Servable``. ``options`` (a ``ServerOptions``) is public so request handlers can read
+    request-path flags such as ``enable_signature_method_name_check``. Thread-safe.
     """
 
     def __init__(self, options, load_fn: LoadFn | None = None):

@@ -242,7 +242,8 @@ def run_session(session, fetches: list[str], feeds: dict, options: config_pb2.Ru
 
 def session_callable(session, feeds: Sequence[str], fetches: Sequence[str]) -> Callable[..., list]:
     """``fetches`` with ``feeds`` (tensor names) fed, as ``call(*feed_values, options=...)``
-    (or ``timeout_ms=...`` for RunOptions with only a timeout): ``session.run``'s results and errors, where a ValueError or TypeError is the request's fault
+    (or ``timeout_ms=...``: RunOptions of only a timeout; ``options`` wins where both are given):
+    ``session.run``'s results and errors, where a ValueError or TypeError is the request's fault
     (callers raise ``refused_feeds`` of it, as ``run_session`` does). Where the Session offers
     ``make_callable``, names are resolved and the plan found once, not per request."""
     fetches = list(fetches)
@@ -253,7 +254,7 @@ def session_callable(session, feeds: Sequence[str], fetches: Sequence[str]) -> C
             pass
 
     def run(*feed_values, options: config_pb2.RunOptions | None = None, timeout_ms: int = 0) -> list:
-        if timeout_ms:
+        if timeout_ms and options is None:
             options = _timeout_options(timeout_ms)
         return session.run(fetches, dict(zip(feeds, feed_values, strict=True)), options=options)
 

@@ -77,7 +77,6 @@ class ClusterRunner:
         self._single = len(output_names) == 1
         self._last: tuple = (None, -1, None)  # (dtype, ndim, run) of _run_one's previous call
         self._last_two: tuple = (None, -1, None, -1, None)  # _run_two's: (dtype, ndim) twice, run
-        self._last_many: tuple = ((), (), None)  # (dtypes, ndims, run) of __call__'s previous call
         # What a plan step calls: the one- or two-input hot path where it applies.
         self.run = {1: self._run_one, 2: self._run_two}.get(len(input_names), self.__call__)
         self._native_plan = None
@@ -87,22 +86,16 @@ class ClusterRunner:
 
     def __call__(self, *inputs):
         # The hot path: non-empty ndarrays of a signature already compiled (onnxruntime copies
-        # arrays that are not C-contiguous itself), the previous call's first (no key to hash:
-        # numpy hashes a dtype anew each time).
-        dtypes_, ndims, run = self._last_many
-        i = 0
+        # arrays that are not C-contiguous itself). One and two inputs take the unrolled
+        # ``_run_one`` and ``_run_two``.
+        key = []
         for x in inputs:
             if type(x) is not np.ndarray or not x.size:
                 return self._call_slow(inputs)
-            if i >= len(dtypes_) or x.dtype is not dtypes_[i] or x.ndim != ndims[i]:
-                run = None
-            i += 1
-        if run is None or i != len(dtypes_):
-            key = tuple([(x.dtype, x.ndim) for x in inputs])
-            run = self._runs.get(key)
-            if run is None:
-                return self._call_slow(inputs)
-            self._last_many = (tuple(k[0] for k in key), tuple(k[1] for k in key), run)
+            key.append((x.dtype, x.ndim))
+        run = self._runs.get(tuple(key))
+        if run is None:
+            return self._call_slow(inputs)
         try:
             outputs = run(self._fetch_names, dict(zip(self._feed_names, inputs)), None)
         except Exception as exc:  # noqa: BLE001 - see _failed
@@ -230,11 +223,7 @@ class ClusterRunner:
     def _fall_back(self, why: str, native, inputs) -> tuple[object, list]:
         self._native_only = True
         self._runs = {}
-        self._last, self._last_two, self._last_many = (
-            (None, -1, None),
-            (None, -1, None, -1, None),
-            ((), (), None),
-        )
+        self._last, self._last_two = (None, -1, None), (None, -1, None, -1, None)
         logger.warning("onnxruntime cluster %s runs natively from now on: %s", self.name, why)
         if self._report is not None:
             self._report.record_fallback(self.name, why)

@@ -1,17 +1,19 @@
 """Predict QPS and latency of ``model_server`` against a bare grpcio server, in the same run.
 
     .venv/bin/python benchmarks/predict_qps.py [--duration 5] [--concurrency 1,8,32]
-        [--models tiny,mlp] [--client-procs N] [--server-threads N]
+        [--models tiny,mlp] [--client-procs N] [--server-threads N] [--bare-pool workerpool]
 
 Starts two processes on loopback: ``model_server`` serving ``models/half_plus_two`` ("tiny":
 y = 0.5x + 2) and ``models/keras_mlp`` ("mlp": 4-16-8-3), and a bare grpcio server whose
 PredictionService.Predict returns a canned PredictResponse (the very bytes model_server answers
-for the same request, so both serialize the same message) with the same thread pool and message
-limits. Closed-loop clients (grpc.aio, spread over ``--client-procs`` processes) keep
-``concurrency`` requests in flight for ``--duration`` seconds per server, in rounds alternating
-between the two servers (so drift in the machine's load hits both alike); the table gives the
-median QPS over rounds, p50 and p99 per server, each server's CPU time per request (Linux), and
-the ratios ours/bare. On small machines both servers are pinned to the same core and the
+for the same request, so both serialize the same message) with as many threads and the same
+message limits. The bare server is grpcio's stock one, its calls run by a ``ThreadPoolExecutor``;
+``--bare-pool workerpool`` gives it model_server's own executor (``serving.worker_pool``), to
+separate what that saves from the rest. Closed-loop clients (grpc.aio, spread over
+``--client-procs`` processes) keep ``concurrency`` requests in flight for ``--duration`` seconds
+per server, in rounds alternating between the two servers (so drift in the machine's load hits
+both alike); the table gives the median QPS over rounds, p50 and p99 per server, each server's
+CPU time per request (Linux), and the ratios ours/bare. On small machines both servers are pinned to the same core and the
 clients to the others (``--server-cpus``). This is a benchmark, not a test: it asserts nothing.
 The issue's aim is ours/bare QPS >= 0.8 for the tiny model.
 """
@@ -105,12 +107,18 @@ def pin(proc: subprocess.Popen, cpus: set[int] | None) -> None:
         os.sched_setaffinity(proc.pid, cpus)
 
 
-def serve_canned(port: int, response_files: list[str], threads: int) -> None:
+def serve_canned(port: int, response_files: list[str], threads: int, bare_pool: str) -> None:
     responses = {}
     for path in response_files:
         name, data = Path(path).stem, Path(path).read_bytes()
         responses[name] = predict_pb2.PredictResponse.FromString(data)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads), options=GRPC_OPTIONS)
+    if bare_pool == "workerpool":
+        from serving.worker_pool import WorkerPool
+
+        executor = WorkerPool(threads)
+    else:
+        executor = futures.ThreadPoolExecutor(max_workers=threads)
+    server = grpc.server(executor, options=GRPC_OPTIONS)
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         CannedPredictionService(responses), server
     )
@@ -265,10 +273,16 @@ def main(argv=None) -> None:
     parser.add_argument("--models", default="tiny,mlp")
     parser.add_argument("--client-procs", type=int, default=max(1, (os.cpu_count() or 2) // 4))
     parser.add_argument("--server-threads", type=int, default=4 * (os.cpu_count() or 1))
+    parser.add_argument(
+        "--bare-pool",
+        choices=("threadpool", "workerpool"),
+        default="threadpool",
+        help="the bare server's executor: grpcio's usual ThreadPoolExecutor, or model_server's own",
+    )
     parser.add_argument("--serve-canned", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_canned:
-        serve_canned(int(args.serve_canned[0]), args.serve_canned[1:], args.server_threads)
+        serve_canned(int(args.serve_canned[0]), args.serve_canned[1:], args.server_threads, args.bare_pool)
         return
     models = args.models.split(",")
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -286,7 +300,8 @@ def main(argv=None) -> None:
                 files.append(str(work / f"{model}.pb"))
             bare_port = free_port()
             bare = subprocess.Popen(
-                [sys.executable, __file__, "--server-threads", str(args.server_threads), "--serve-canned"]
+                [sys.executable, __file__, "--server-threads", str(args.server_threads)]
+                + ["--bare-pool", args.bare_pool, "--serve-canned"]
                 + [str(bare_port), *files]
             )
             pin(bare, cpus)
@@ -307,7 +322,8 @@ def run(args, models: list[str], levels: list[int], bare: tuple, ours: tuple, cp
     print(
         f"Predict, {args.duration:.0f}s per point and server in {args.rounds} alternating rounds, "
         f"{args.client_procs} client process(es), {os.cpu_count()} CPUs, servers on CPUs "
-        f"{sorted(cpus) if cpus else 'all'}, {args.server_threads} server threads"
+        f"{sorted(cpus) if cpus else 'all'}, {args.server_threads} server threads, bare server's "
+        f"executor: {args.bare_pool}"
     )
     header = f"{'model':8} {'conc':>4} | {'bare QPS':>9} {'p50 ms':>7} {'p99 ms':>7} {'CPU us':>7} | "
     header += f"{'ours QPS':>9} {'p50 ms':>7} {'p99 ms':>7} {'CPU us':>7} | {'QPS ratio':>9} {'p50 ratio':>9}"

@@ -14,7 +14,6 @@ import re
 import signal
 import sys
 import threading
-from concurrent import futures
 
 import grpc
 from grpc_health.v1 import health_pb2_grpc
@@ -30,6 +29,7 @@ from serving.model_service import ModelServiceServicer
 from serving.options import ServerOptions
 from serving.servable import session_config
 from serving.server_core import ServerCore
+from serving.worker_pool import WorkerPool
 
 logger = logging.getLogger(__name__)
 
@@ -116,12 +116,14 @@ def credentials(options: ServerOptions) -> grpc.ServerCredentials | None:
     )
 
 
-def build_server(options: ServerOptions, core: ServerCore) -> tuple[grpc.Server, ModelHealth]:
-    """A started-ready (not yet started) grpc.Server with every service registered."""
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max(1, options.grpc_max_threads), thread_name_prefix="grpc"),
-        options=server_options(options),
-    )
+def build_server(
+    options: ServerOptions, core: ServerCore, pool: WorkerPool | None = None
+) -> tuple[grpc.Server, ModelHealth]:
+    """A started-ready (not yet started) grpc.Server with every service registered, its calls
+    run by ``pool`` (by default --grpc_max_threads threads of its own)."""
+    if pool is None:
+        pool = WorkerPool(max(1, options.grpc_max_threads), thread_name_prefix="grpc")
+    server = grpc.server(pool, options=server_options(options))
     services = [MODEL_SERVICE, HEALTH_SERVICE]
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServiceServicer(core), server)
     try:
@@ -215,7 +217,8 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
         config = initial_config(options)
         core = ServerCore(options)
         core.reload_config(config)
-        server, model_health = build_server(options, core)
+        pool = WorkerPool(max(1, options.grpc_max_threads), thread_name_prefix="grpc")
+        server, model_health = build_server(options, core, pool)
     except errors.OpError as e:
         return _fail(e)
     poller = None
@@ -237,6 +240,7 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
     if poller is not None:
         poller.stop()
     server.stop(SHUTDOWN_GRACE_SECONDS).wait()
+    pool.shutdown(wait=False)  # a call still running past the grace period ends with the process
     core.stop()
     logger.info("Server stopped")
     return 0

@@ -12,8 +12,13 @@ import os
 from dataclasses import dataclass, field
 
 
-def _cpus() -> int:
-    return os.cpu_count() or 1
+def schedulable_cpus() -> int:
+    """TF's ``NumSchedulableCPUs``: the CPUs this process may run on (a container's or
+    taskset's share), not all the machine has."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity API (macOS, Windows)
+        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -24,11 +29,11 @@ class ServerOptions:
     port: int = 8500
     grpc_socket_path: str = ""
     grpc_channel_arguments: str = ""
-    grpc_max_threads: int = field(default_factory=lambda: 4 * _cpus())
+    grpc_max_threads: int = field(default_factory=lambda: 4 * schedulable_cpus())
     grpc_bind_address: str = "0.0.0.0"  # extension; TF Serving always uses 0.0.0.0
     # HTTP/REST (not built yet)
     rest_api_port: int = 0
-    rest_api_num_threads: int = field(default_factory=lambda: 4 * _cpus())
+    rest_api_num_threads: int = field(default_factory=lambda: 4 * schedulable_cpus())
     rest_api_timeout_in_ms: int = 30000
     rest_api_enable_cors_support: bool = False
     # Models
@@ -70,7 +75,7 @@ class ServerOptions:
     enable_grpc_healthcheck_service: bool = False
     prefer_tflite_model: bool = False
     use_tflite_model: bool = False
-    num_tflite_pools: int = field(default_factory=_cpus)
+    num_tflite_pools: int = field(default_factory=schedulable_cpus)
     num_tflite_interpreters_per_pool: int = 1
     xla_cpu_compilation_enabled: bool = False
     xla_gpu_compilation_enabled: bool = False

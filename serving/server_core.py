@@ -8,7 +8,6 @@ initial versions, and resolves a request's ``model_spec`` to a pinned ``Servable
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 from runtime import errors
@@ -20,6 +19,7 @@ from serving.manager import (
     VersionState,
     status_string,
 )
+from serving.options import schedulable_cpus
 from serving.servable import ManagerState, Servable, ServableId, saved_model_load_fn
 from serving.source import FileSystemStoragePathSource, ServableToMonitor, VersionPolicy
 
@@ -168,7 +168,7 @@ class ServerCore:
         names = {s.servable_name for s in servables}
         since = self._manager.current_seq()
         if first_models:
-            self._manager.set_num_load_threads(4 * (os.cpu_count() or 1))  # TF: fast initial load
+            self._manager.set_num_load_threads(4 * schedulable_cpus())  # TF: fast initial load
             self._source = FileSystemStoragePathSource(
                 servables, self.options.file_system_poll_wait_seconds, self._manager.set_aspired_versions
             )

@@ -28,6 +28,16 @@ def test_defaults_are_tf_servings():
     assert options.grpc_bind_address == "0.0.0.0"
 
 
+def test_thread_defaults_count_the_cpus_the_process_may_use(monkeypatch):
+    """TF Serving's 4 x NumSchedulableCPUs: a process limited to 3 CPUs of many gets 12."""
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 5, 7}, raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 64)
+    options, _ = parse()
+    assert options.grpc_max_threads == 12
+    assert options.rest_api_num_threads == 12
+    assert options.num_tflite_pools == 3
+
+
 FORMS = {
     "equals": (["--port=9000"], "port", 9000),
     "space": (["--port", "9000"], "port", 9000),

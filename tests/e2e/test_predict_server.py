@@ -272,6 +272,32 @@ def test_bad_requests_never_harm_concurrent_good_ones(model_server, tmp_path):
     assert server.stop() == 0
 
 
+def test_bytes_that_are_no_request_are_refused_and_the_server_goes_on(model_server, tmp_path):
+    """Undecodable request bytes on every PredictionService method: INTERNAL (gRPC's answer to
+    a message it cannot parse, as TF Serving's C++ server gives), and the next request works."""
+    server = serve(model_server, tmp_path, "half_plus_two", model_versions("half_plus_two"), "default")
+    channel = server.channel()
+    good = predict_request(x=np.float32([[4.0]])).SerializeToString()
+    garbage = {
+        "bad tag": b"\xff\xff\xff\xff",
+        "truncated": good[:-1],
+        "length past the end": b"\x0a\x7f\x0a\x01a",
+    }
+    for method in ("Predict", "Classify", "Regress", "MultiInference", "GetModelMetadata"):
+        call = channel.unary_unary(
+            f"/tensorflow.serving.PredictionService/{method}",
+            request_serializer=None,
+            response_deserializer=None,
+        )
+        for what, data in garbage.items():
+            with pytest.raises(grpc.RpcError) as info:
+                call(data, timeout=30)
+            assert info.value.code() == grpc.StatusCode.INTERNAL, (method, what, info.value.details())
+    result = stub_for(server).Predict(predict_pb2.PredictRequest.FromString(good), timeout=30)
+    assert list(result.outputs["y"].float_val) == [4.0]
+    assert server.stop() == 0
+
+
 def test_messages_over_grpc_default_limit(model_server, tmp_path):
     server = serve(model_server, tmp_path, "half_plus_two", model_versions("half_plus_two"), "default")
     stub = stub_for(server, big=True)

@@ -3,10 +3,11 @@
 grpc's synchronous server hands each call to ``executor.submit(fn, *args)`` and only ever calls
 ``add_done_callback`` on what comes back (to count calls in flight). ``ThreadPoolExecutor`` gives
 a full ``Future`` instead, built on a Condition with locks taken at every step, and a semaphore
-per submit; on a server of small models that is a few microseconds of each request, cache
-misses included, the same order as a whole Predict. ``WorkerPool`` keeps the same contract
-(threads started on demand up to ``max_workers``, an idle thread reused before a new one starts)
-with a C queue and list operations, which the GIL makes atomic.
+per submit: 4.4 us of bookkeeping per call in a tight loop, 0.7 us here. On a loaded server of
+small models, where those objects are out of cache at every call, model_server spent about 20 us
+less CPU per request with this pool (half_plus_two, 32 clients). ``WorkerPool`` keeps the same
+contract (threads started on demand up to ``max_workers``, an idle thread reused before a new
+one starts) with a C queue and list operations, which the GIL makes atomic.
 """
 
 from __future__ import annotations

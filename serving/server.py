@@ -116,14 +116,17 @@ def credentials(options: ServerOptions) -> grpc.ServerCredentials | None:
     )
 
 
+def grpc_pool(options: ServerOptions) -> WorkerPool:
+    """The threads that run the server's calls: --grpc_max_threads of them."""
+    return WorkerPool(max(1, options.grpc_max_threads), thread_name_prefix="grpc")
+
+
 def build_server(
     options: ServerOptions, core: ServerCore, pool: WorkerPool | None = None
 ) -> tuple[grpc.Server, ModelHealth]:
     """A started-ready (not yet started) grpc.Server with every service registered, its calls
-    run by ``pool`` (by default --grpc_max_threads threads of its own)."""
-    if pool is None:
-        pool = WorkerPool(max(1, options.grpc_max_threads), thread_name_prefix="grpc")
-    server = grpc.server(pool, options=server_options(options))
+    run by ``pool`` (by default a ``grpc_pool`` of its own)."""
+    server = grpc.server(pool or grpc_pool(options), options=server_options(options))
     services = [MODEL_SERVICE, HEALTH_SERVICE]
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServiceServicer(core), server)
     try:
@@ -217,7 +220,7 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
         config = initial_config(options)
         core = ServerCore(options)
         core.reload_config(config)
-        pool = WorkerPool(max(1, options.grpc_max_threads), thread_name_prefix="grpc")
+        pool = grpc_pool(options)
         server, model_health = build_server(options, core, pool)
     except errors.OpError as e:
         return _fail(e)

@@ -94,6 +94,11 @@ def direct_call(steps: tuple, feed_slots, fetch_slots, fetch_fed, constants=None
             index += 1
         return values
 
+    # A kernel bound to an object that runs whole plans itself (an onnxruntime cluster's runner):
+    # its run, with this one for everything it does not answer.
+    plan_run = getattr(getattr(call, "__self__", None), "plan_run", None)
+    if plan_run is not None and call is step.call:
+        return plan_run(args, picks, direct)
     return direct
 
 

@@ -4,6 +4,7 @@ slot-by-slot interpreter gives, errors and edge cases included."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 
@@ -13,8 +14,10 @@ import pytest
 from apis.tensorflow.core.protobuf import config_pb2
 from loader import load_saved_model
 from runtime import Session, dtypes, errors
-from runtime.interpreter import run_plan
-from runtime.onnx import propose_clusters
+from runtime.interpreter import fetched_values, run_plan
+from runtime.onnx import DelegationOptions, propose_clusters, runner_of
+from runtime.onnx import cluster as cluster_lib
+from runtime.onnx.converter import CONVERTERS
 from tests.runtime.onnx.test_partition import F, const, delegated_session, graph, node
 
 REPO = Path(__file__).resolve().parents[3]
@@ -286,3 +289,141 @@ def test_a_small_convolution_is_still_delegated():
     )
     clusters = propose_clusters(g, min_cluster_ops=6, heavy_flops=1e12)
     assert [sorted(c.nodes) for c in clusters] == [["c", "r"]]
+
+
+def _one_input() -> Session:
+    """One input, two outputs (an exp and its sum, a scalar) of one cluster."""
+    g = graph(
+        node("x", "Placeholder", dtype=F),
+        node("e", "Exp", "x", T=F),
+        node("axes", "Const", dtype=dtypes.DT_INT32, value=np.int32([0, 1])),
+        node("s", "Sum", "e", "axes", T=F),
+    )
+    session = Session(graph=g)
+    session.delegate(DelegationOptions(min_cluster_ops=1), signatures=[(["x:0"], ["e:0", "s:0"])])
+    return session
+
+
+def _is_the_clusters_own(direct) -> bool:
+    return direct.__qualname__ == "ClusterRunner.plan_run.<locals>.plan_run"
+
+
+def _count_fast_runs(monkeypatch) -> list:
+    """One entry per onnxruntime call a cluster's ``plan_run`` makes itself."""
+    calls = []
+    picked_run = cluster_lib._picked_run
+
+    def counting(*args):
+        run, names, guarded = picked_run(*args)
+
+        def counted(*run_args):
+            calls.append(1)
+            return run(*run_args)
+
+        return counted, names, guarded
+
+    monkeypatch.setattr(cluster_lib, "_picked_run", counting)
+    return calls
+
+
+@pytest.mark.parametrize("fetches", [["s:0", "e:0"], ["e:0", "s:0"], ["e:0"], ["s:0"], ["s:0", "e:0", "s:0"]])
+def test_a_one_input_clusters_plan_is_its_own_call_and_gives_what_the_interpreter_gives(fetches, monkeypatch):
+    """The cluster's ``plan_run`` asks onnxruntime for the fetches in fetch order; a 0-d fetch is
+    a numpy scalar, as TF's are. A repeated fetch keeps the plan's general direct call."""
+    fast_runs = _count_fast_runs(monkeypatch)
+    session = _one_input()
+    plan = _plan(session, fetches, ["x:0"])
+    assert _is_the_clusters_own(plan.direct) == (len(set(fetches)) == len(fetches))
+    run = session.make_callable(fetches, ["x:0"])
+    rng = np.random.default_rng(2)
+    for _ in range(3):  # the first run learns the signature, the next ones take the fast path
+        x = rng.normal(size=(2, 3)).astype(np.float32)
+        got = run(x)
+        slow = fetched_values(plan, run_plan(plan, [x]))  # the slot-by-slot interpreter, same runner
+        want = {"e:0": np.exp(x), "s:0": np.exp(x).sum()}
+        for name, value, reference, direct in zip(fetches, got, slow, plan.direct([x]), strict=True):
+            assert type(direct) is type(reference) and np.array_equal(direct, reference)
+            assert type(value) is type(reference) is (np.float32 if name == "s:0" else np.ndarray)
+            np.testing.assert_allclose(value, want[name], rtol=1e-5)
+            np.testing.assert_array_equal(value, reference)
+    # The callable's runs after the first (it fetches a repeated tensor once), and every run of
+    # plan.direct where it is the same plan (no repeat): it learned the signature from the callable.
+    assert len(fast_runs) == (5 if len(set(fetches)) == len(fetches) else 2)
+
+
+def test_a_one_input_clusters_plan_follows_signatures_and_takes_odd_inputs_the_general_way(caplog):
+    session = _one_input()
+    run = session.make_callable(["e:0", "s:0"], ["x:0"])
+    rng = np.random.default_rng(3)
+    for shape in [(2, 3), (2, 3), (4, 1, 2), (4, 1, 2), (2, 3), (1, 1), (2, 3)]:
+        x = rng.normal(size=shape).astype(np.float32)
+        e, s = run(x)
+        np.testing.assert_allclose(e, np.exp(x), rtol=1e-6)
+        np.testing.assert_allclose(s, np.exp(x).sum(axis=(0, 1)), rtol=1e-5)
+    e, s = run(np.zeros((0, 3), np.float32))  # empty: native
+    assert e.shape == (0, 3) and s == 0 and type(s) is np.float32
+    e, s = run([[0.0, 1.0]])  # not an ndarray: converted by the Session, then the fast path
+    np.testing.assert_allclose(e, np.exp([[0.0, 1.0]]), rtol=1e-6)
+    x64 = np.ones((2, 3))  # float64 fed to a float32 placeholder: converted as TF does
+    np.testing.assert_allclose(run(x64)[0], np.exp(x64), rtol=1e-6)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    runner = runner_of(session.graph.get_operation_by_name("ort_cluster_0"))
+    assert not runner._native_only and len(runner._runs) == 2  # ranks 2 and 3
+
+
+def test_a_one_input_clusters_plan_stops_using_onnxruntime_once_the_cluster_falls_back(monkeypatch):
+    """A signature whose validation fails makes the whole cluster native: the signature the
+    plan's own call had learned runs natively from then on too."""
+    right = CONVERTERS["Exp"]
+
+    def exp_wrong_for_rank_3(node, b):
+        if node.rank(0) == 3:
+            return b.op("Sigmoid", node.inputs)  # deliberately wrong
+        return right.fn(node, b)
+
+    monkeypatch.setitem(CONVERTERS, "Exp", dataclasses.replace(right, fn=exp_wrong_for_rank_3))
+    fast_runs = _count_fast_runs(monkeypatch)
+    session = _one_input()
+    run = session.make_callable(["e:0"], ["x:0"])
+    x = np.float32([[0.5, 1.0]])
+    for _ in range(3):
+        np.testing.assert_allclose(run(x)[0], np.exp(x), rtol=1e-6)
+    assert len(fast_runs) == 2  # the first run learned the signature
+    rank_3 = np.float32([[[0.5]]])  # fails validation: the cluster falls back
+    np.testing.assert_allclose(run(rank_3)[0], np.exp(rank_3), rtol=1e-6)
+    runner = runner_of(session.graph.get_operation_by_name("ort_cluster_0"))
+    assert runner._native_only and session.delegation_report.fallbacks
+    for _ in range(2):
+        np.testing.assert_allclose(run(x)[0], np.exp(x), rtol=1e-6)
+    assert len(fast_runs) == 2
+
+
+def test_a_guard_that_fails_in_a_one_input_clusters_plan_gives_tfs_error(caplog, monkeypatch):
+    """GatherV2 of a constant table at fed indices: a negative index (ONNX's Gather counts it
+    from the end, TF's fails) fails the guard in the plan's own call too, and the native run
+    raises TF's error; the next good run is fast."""
+    g = graph(
+        node("i", "Placeholder", dtype=dtypes.DT_INT32),
+        node("table", "Const", dtype=F, value=np.arange(12, dtype=np.float32).reshape(4, 3)),
+        node("axis", "Const", dtype=dtypes.DT_INT32, value=np.int32(0)),
+        node(
+            "g", "GatherV2", "table", "i", "axis", Tparams=F, Tindices=dtypes.DT_INT32, Taxis=dtypes.DT_INT32
+        ),
+        node("e", "Exp", "g", T=F),
+    )
+    fast_runs = _count_fast_runs(monkeypatch)
+    session = delegated_session(g)
+    run = session.make_callable(["e:0"], ["i:0"])
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for indices in ([0, 3], [1, 2]):
+        (got,) = run(np.int32(indices))
+        np.testing.assert_allclose(got, np.exp(table[indices]), rtol=1e-6)
+    assert _is_the_clusters_own(_plan(session, ["e:0"], ["i:0"]).direct)
+    with pytest.raises(errors.InvalidArgumentError, match=r"indices\[1\] = -1 is not in \[0, 4\)"):
+        run(np.int32([0, -1]))
+    (got,) = run(np.int32([2]))
+    np.testing.assert_allclose(got, np.exp(table[[2]]), rtol=1e-6)
+    assert len(fast_runs) == 3  # the failed guard's run too
+    runner = runner_of(session.graph.get_operation_by_name("ort_cluster_0"))
+    assert not runner._native_only and session.delegation_report.summary().count("guard") == 0
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]

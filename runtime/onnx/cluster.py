@@ -149,18 +149,22 @@ class ClusterRunner:
         (position,) = args
         names = [self._fetch_names[i] for i in picks]
         cell = [_NO_PLAN_RUN]  # [(dtype, ndim, *_picked_run)]: one tuple, swapped whole
+        learned: dict[tuple, tuple] = {}  # (dtype, ndim) -> what ``cell`` holds for it
         ndarray = np.ndarray
 
         def learn(feed_values):
-            """``general``'s run; then, if its signature compiled and validated, that
-            signature's run becomes the fast one (under the lock a fallback holds)."""
+            """``general``'s run; then, if its signature compiled and validated (``_runs`` is
+            filled after ``_compiled``), that signature's run becomes the fast one."""
             outputs = general(feed_values)
             x = feed_values[position]
             if type(x) is ndarray and x.size:
-                key = ((x.dtype, x.ndim),)
-                with self._lock:
-                    if key in self._runs:  # (emptied by a fallback, under the lock)
-                        cell[0] = (x.dtype, x.ndim, *_picked_run(self._compiled[key], names, picks))
+                signature = (x.dtype, x.ndim)
+                entry = learned.get(signature)
+                if entry is None and (signature,) in self._runs:
+                    session = self._compiled[(signature,)]
+                    entry = learned[signature] = (*signature, *_picked_run(session, names, picks))
+                if entry is not None:
+                    cell[0] = entry
             return outputs
 
         def plan_run(feed_values):

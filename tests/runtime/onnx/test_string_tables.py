@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from runtime import Graph, Session, dtypes, errors
-from runtime.onnx import DelegationOptions
+from runtime.onnx import DelegationOptions, text_table
 from tests.runtime.onnx.test_loops import const, node
 from tests.runtime.onnx.test_partition import graph
 
@@ -42,17 +42,31 @@ def _sessions(graph_fn, fetches, feeds):
     return native, delegated, report
 
 
-def test_strings_gathered_in_onnxruntime_are_the_native_bytes():
+@pytest.mark.parametrize("fetches", [["label:0", "scores:0"], ["scores:0", "label:0"]])
+def test_strings_gathered_in_onnxruntime_are_the_native_bytes(fetches, monkeypatch):
+    """In either fetch order, and on repeated runs (the plan's own call of the cluster, which
+    asks onnxruntime for its outputs in fetch order, after the first): the table is taken at the
+    positions output, never at another output (a failure there would fall back unseen)."""
+    taken_at = []
+    take = text_table.take
+
+    def recording_take(table, positions, axis):
+        taken_at.append(positions.dtype)
+        return take(table, positions, axis)
+
+    monkeypatch.setattr(text_table, "take", recording_take)
     x = np.float32([[1, 2, 3], [-3, 0.5, 2], [0, 0, 1]])
     native, delegated, report = _sessions(labelled, ["label:0", "scores:0"], {"x:0": x})
     assert [sorted(c.op_types) for c in report.clusters] == [["ArgMax", "GatherV2", "MatMul", "Relu"]]
-    for batch in (x, x[:1]):
-        want = native.run(["label:0", "scores:0"], {"x:0": batch})
-        got = delegated.run(["label:0", "scores:0"], {"x:0": batch})
-        assert got[0].dtype == object and got[0].tolist() == want[0].tolist()
-        assert all(type(v) is bytes for v in got[0].tolist())
-        np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+    label = fetches.index("label:0")
+    for batch in (x, x, x[:1], x[:1]):
+        want = native.run(fetches, {"x:0": batch})
+        got = delegated.run(fetches, {"x:0": batch})
+        assert got[label].dtype == object and got[label].tolist() == want[label].tolist()
+        assert all(type(v) is bytes for v in got[label].tolist())
+        np.testing.assert_allclose(got[1 - label], want[1 - label], rtol=1e-6)
     assert not report.fallbacks
+    assert len(taken_at) == 4 and set(taken_at) == {np.dtype(np.int64)}  # one per run
 
 
 def test_a_fed_index_into_a_string_table_keeps_tfs_error():

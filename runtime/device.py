@@ -63,6 +63,12 @@ class DeviceSpec:
         return self.to_string()
 
 
+def pinned_to_cpu(device: str) -> bool:
+    """Whether ``tf.device`` put an op on a CPU (``/cpu:0``, ``/device:CPU:0``, a full name): with
+    a GPU present such an op stays on the CPU, where TF's placer would put the rest on the GPU."""
+    return "CPU" in device.upper()
+
+
 def _index(text: str, spec: str) -> int:
     try:
         return int(text)

@@ -52,7 +52,7 @@ from runtime.onnx.gather_folding import fold_gathers
 from runtime.onnx.indicator_fusion import fuse_indicator_columns
 from runtime.onnx.inline import inline_calls
 from runtime.onnx.loop_variables import freeze_loop_variables
-from runtime.onnx.options import DelegationOptions
+from runtime.onnx.options import DelegationOptions, uses_gpu
 from runtime.onnx.raise_conds import raise_conds
 from runtime.onnx.raise_frames import raise_frames
 from runtime.onnx.report import BOOKKEEPING, ClusterSummary, DelegationReport, estimate_flops
@@ -79,6 +79,11 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
         return report
     original = session.graph
     key = f"delegation-{next(_KEYS)}"
+    partitioning = {  # propose_clusters' keyword arguments, for the graph and function bodies
+        "min_cluster_ops": options.min_cluster_ops,
+        "heavy_flops": options.heavy_cluster_flops,
+        "split_cpu_pinned": uses_gpu(options),
+    }
     body_clusters: list[ClusterSummary] = []
     body_native: dict[str, tuple[str, str]] = {}
     graph_def, library = inline_calls(original.as_graph_def(), original.functions), original.functions
@@ -91,7 +96,7 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
         graph_def,
         library,
         key,
-        (options.min_cluster_ops, options.heavy_cluster_flops),
+        partitioning,
         _body_report(body_clusters, body_native),
     )
     fill_default_type_attrs(inlined_def)
@@ -104,13 +109,11 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
         frozen, note = freeze_variables(inlined, region, session.resources)
     fed = fed_producers(inlined, signatures)
     within = {op.name: key for op, key in needed.items() if op.name not in fed}
-    clusters = partition.propose_clusters(
-        inlined, frozen, within, options.min_cluster_ops, options.heavy_cluster_flops
-    )
+    clusters = partition.propose_clusters(inlined, frozen, within, **partitioning)
     fused_def = partition.fuse(
         inlined, clusters, frozen, {op.name for op in region}, fetched_tensors(signatures)
     )
-    add_loop_fallbacks(fused_def, key, (options.min_cluster_ops, options.heavy_cluster_flops))
+    add_loop_fallbacks(fused_def, key, partitioning)
     drop_inert_control_edges(fused_def, frozen)
     fused = Graph(functions=library)
     fused.import_graph_def(fused_def)
@@ -226,7 +229,7 @@ def drop_inert_control_edges(graph_def: graph_pb2.GraphDef, frozen: dict) -> Non
             node.input.extend(keep)
 
 
-def add_loop_fallbacks(graph_def: graph_pb2.GraphDef, key: str, min_size: tuple[int, float]) -> None:
+def add_loop_fallbacks(graph_def: graph_pb2.GraphDef, key: str, partitioning: dict) -> None:
     """Gives each cluster holding whole loops a ``native_subgraph``: the same ops with the loops'
     bodies delegated (``delegate_functions``), which it runs if its conversion or validation fails,
     so a loop that cannot run as one ONNX ``Loop`` after all runs as loops that never could."""
@@ -237,7 +240,7 @@ def add_loop_fallbacks(graph_def: graph_pb2.GraphDef, key: str, min_size: tuple[
         if not any(n.op in WHILE_OPS for n in sub.node):
             continue
         library = {f.signature.name: f for f in sub.library.function}
-        native, new_library = delegate_functions(sub, library, key, min_size, whole_loops=False)
+        native, new_library = delegate_functions(sub, library, key, partitioning, whole_loops=False)
         del native.library.function[:]
         native.library.function.extend(new_library[name] for name in sorted(new_library))
         node.attr["native_subgraph"].s = native.SerializeToString(deterministic=True)

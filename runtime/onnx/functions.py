@@ -33,12 +33,13 @@ def delegate_functions(
     graph_def: graph_pb2.GraphDef,
     library: Mapping[str, function_pb2.FunctionDef],
     key: str,
-    min_size: tuple[int, float] = (1, 0.0),
+    partitioning: Mapping[str, object] | None = None,
     on_clusters: Callable[[str, Graph, list[partition.Cluster]], None] | None = None,
     whole_loops: bool = True,
 ) -> tuple[graph_pb2.GraphDef, dict[str, function_pb2.FunctionDef]]:
     """``graph_def`` with its loop/branch nodes pointed at delegated copies of their functions,
-    and the library with those copies added. ``on_clusters(function, body graph, clusters)`` is
+    and the library with those copies added. ``partitioning``: ``propose_clusters``' keyword
+    arguments (cluster sizes, placement). ``on_clusters(function, body graph, clusters)`` is
     told of every body's clusters (for the report). ``whole_loops``: leave the While nodes that
     convert whole as they are (False: delegate their bodies too, for a cluster's fallback)."""
     new_library = dict(library)
@@ -49,7 +50,7 @@ def delegate_functions(
             return renamed[name]
         renamed[name] = name  # a recursive reference sees the original
         try:
-            fdef = _delegated(library[name], new_library, rewrite, (key, min_size), on_clusters)
+            fdef = _delegated(library[name], new_library, rewrite, (key, partitioning or {}), on_clusters)
         except Exception as exc:  # noqa: BLE001 - a body we cannot partition runs as it is
             logger.info("function %s stays native: %s: %s", name, type(exc).__name__, exc)
             fdef = None
@@ -85,7 +86,7 @@ def _point_at(nodes, library: Mapping, rewrite: Callable[[str], str], whole_loop
 
 
 def _delegated(fdef, new_library, rewrite, keyed, on_clusters) -> function_pb2.FunctionDef | None:
-    key, (min_cluster_ops, heavy_flops) = keyed
+    key, partitioning = keyed
     if fdef.signature.attr:
         return None
     body = instantiate(fdef, {}, new_library)
@@ -93,7 +94,7 @@ def _delegated(fdef, new_library, rewrite, keyed, on_clusters) -> function_pb2.F
     nested = _point_at(body_def.node, new_library, rewrite)
     graph = Graph(functions=new_library)
     graph.import_graph_def(body_def)
-    clusters = partition.propose_clusters(graph, min_cluster_ops=min_cluster_ops, heavy_flops=heavy_flops)
+    clusters = partition.propose_clusters(graph, **partitioning)
     if on_clusters is not None:
         on_clusters(fdef.signature.name, graph, clusters)
     if not clusters and not nested:

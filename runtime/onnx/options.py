@@ -3,9 +3,11 @@
 Threads follow the TF Session's ``ConfigProto`` (``intra_op_parallelism_threads`` /
 ``inter_op_parallelism_threads``, which TF Serving's ``--tensorflow_intra_op_parallelism`` /
 ``--tensorflow_inter_op_parallelism`` set) unless given here. The CUDA execution provider is used
-when onnxruntime-gpu is installed and a GPU is visible; a cluster whose ops are all pinned to a
-CPU device (``tf.device``) stays on the CPU provider; without a GPU everything runs on the CPU,
-silently unless ``log_device_placement``.
+when onnxruntime-gpu is installed and a GPU is visible. Ops pinned to a CPU (``tf.device``) then
+form clusters of their own (``partition.propose_clusters``' ``split_cpu_pinned``), which stay on
+the CPU provider, as TF's placer keeps them on the CPU; ops pinned to a GPU that is not there run
+on the CPU (TF's soft placement). Without a GPU everything runs on the CPU, and pins split
+nothing; placement is logged with ``log_device_placement``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import logging
 from dataclasses import dataclass
 
 import onnxruntime as ort
+
+from runtime.device import pinned_to_cpu
 
 logger = logging.getLogger(__name__)
 
@@ -109,10 +113,14 @@ def gpu_available() -> bool:
     return CUDA in session.get_providers()
 
 
+def uses_gpu(options: DelegationOptions) -> bool:
+    """Whether clusters may run on the CUDA provider (then none mixes CPU-pinned ops with others)."""
+    return options.use_gpu and gpu_available()
+
+
 def providers(options: DelegationOptions, device: str = "") -> list[str]:
     """Execution providers for a cluster placed on ``device`` (its members' common tf.device)."""
-    wants_cpu = "CPU" in device.upper()
-    chosen = [CUDA, CPU] if options.use_gpu and not wants_cpu and gpu_available() else [CPU]
+    chosen = [CUDA, CPU] if uses_gpu(options) and not pinned_to_cpu(device) else [CPU]
     if options.log_device_placement:
         logger.info("onnxruntime cluster on %s (tf.device %r)", chosen[0], device or "unset")
     return chosen

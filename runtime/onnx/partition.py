@@ -13,7 +13,9 @@
   (only data movement, or fewer ops than ``min_cluster_ops`` and no big matmul/conv nor loop)
   stays native -- unless it holds all a signature computes, and more than two elementwise ops'
   worth: that signature's run is then one onnxruntime call (``Plan.direct``), cheaper than the
-  interpreter loop. With signature groups, a cluster never mixes ops of different signature sets.
+  interpreter loop. With signature groups, a cluster never mixes ops of different signature sets;
+  with ``split_cpu_pinned`` (clusters may run on a GPU), never ops ``tf.device`` put on a CPU with
+  others, as TF's placer keeps those on the CPU.
 - ``fuse(graph, clusters, frozen, region)`` returns a NEW GraphDef: each cluster becomes one
   ``_OrtCluster`` node carrying a self-contained GraphDef of its ops (``Placeholder`` inputs,
   ``Const`` copies, frozen variables as ``Const``, the library functions they call), and each
@@ -33,6 +35,7 @@ import numpy as np
 
 from apis.tensorflow.core.framework import graph_pb2, node_def_pb2
 from runtime import dtypes, tensor_util
+from runtime.device import pinned_to_cpu
 from runtime.graph import Graph, Operation
 from runtime.onnx import converter as converter_lib
 from runtime.onnx.report import estimate_flops
@@ -162,6 +165,7 @@ def propose_clusters(
     within: Mapping[str, Hashable] | None = None,
     min_cluster_ops: int = 1,
     heavy_flops: float = 0.0,
+    split_cpu_pinned: bool = False,
 ) -> list[Cluster]:
     """Maximal acyclic clusters of supported ops (see the module docstring), deterministic.
 
@@ -174,10 +178,12 @@ def propose_clusters(
     ops with one that computes: an onnxruntime call costs about as much as a few interpreter steps,
     so a smaller cluster runs faster natively. A TensorList (DT_VARIANT) never crosses a
     cluster's boundary: the ops that would pass one stay native, and the rest is proposed again.
+    ``split_cpu_pinned``: a cluster never mixes ops pinned to a CPU (``tf.device``) with others.
     """
     banned: set[str] = set()
+    place = (lambda op: pinned_to_cpu(op.device)) if split_cpu_pinned else (lambda op: False)
     while True:
-        clusters = _propose(graph, frozen or {}, within, min_cluster_ops, heavy_flops, banned)
+        clusters = _propose(graph, frozen or {}, within, min_cluster_ops, heavy_flops, banned, place)
         crossing = _list_crossings(graph, clusters, within)
         if not crossing:
             return clusters
@@ -205,7 +211,9 @@ def _is_list(dtype: int | None) -> bool:
     return dtype is not None and dtypes.base_dtype(dtype) == dtypes.DT_VARIANT
 
 
-def _propose(graph: Graph, frozen, within, min_cluster_ops: int, heavy_flops: float, banned) -> list[Cluster]:
+def _propose(
+    graph: Graph, frozen, within, min_cluster_ops: int, heavy_flops: float, banned, place
+) -> list[Cluster]:
     group = (lambda name: None) if within is None else within.get
     order = topological_order(graph)
     index = {op.name: i for i, op in enumerate(order)}
@@ -214,7 +222,7 @@ def _propose(graph: Graph, frozen, within, min_cluster_ops: int, heavy_flops: fl
     preds = {op.name: [p.name for p in _preds(op) if p.name not in sources] for op in order}
     cluster_of: dict[str, int] = {}
     members: dict[int, set[str]] = {}
-    keys: dict[int, Hashable] = {}
+    keys: dict[int, Hashable] = {}  # its ops' group key, and where they are placed (``place``)
     next_id = 0
     for op in order:
         if op.name in sources or op.name in excluded or (within is not None and op.name not in within):
@@ -222,7 +230,7 @@ def _propose(graph: Graph, frozen, within, min_cluster_ops: int, heavy_flops: fl
         if op.name in banned or not supported(op):
             continue
         joined = None
-        key = group(op.name)
+        key = (group(op.name), place(op))
         producers = sorted({cluster_of[p] for p in preds[op.name] if p in cluster_of})
         candidates = [c for c in producers if keys[c] == key]
         if not candidates:  # needed by fewer signatures: joins only if it takes no new input
@@ -333,9 +341,16 @@ def _flops(graph: Graph, names) -> float:
     return sum(estimate_flops(graph.get_operation_by_name(n)) for n in names)
 
 
-def _narrower(key: Hashable, cluster_key: Hashable) -> bool:
-    """Whether an op of group ``key`` is needed only where the cluster is (signature sets)."""
-    return isinstance(key, frozenset) and isinstance(cluster_key, frozenset) and key < cluster_key
+def _narrower(key: tuple, cluster_key: tuple) -> bool:
+    """Whether an op of (group, place) ``key`` is needed only where the cluster is (signature
+    sets), and placed alike."""
+    (group, place), (cluster_group, cluster_place) = key, cluster_key
+    return (
+        place == cluster_place
+        and isinstance(group, frozenset)
+        and isinstance(cluster_group, frozenset)
+        and group < cluster_group
+    )
 
 
 def _reaches(group: set[str], start: set[str], preds, index) -> bool:
@@ -414,6 +429,13 @@ def _consumers(graph: Graph, region: Collection[str] | None = None) -> dict[str,
     return found
 
 
+def _common_device(devices: list[str]) -> str:
+    """The members' ``tf.device``: theirs if one, a CPU if all name one, else none."""
+    if len(set(devices)) == 1:
+        return devices[0]
+    return "/device:CPU:0" if all(map(pinned_to_cpu, devices)) else ""
+
+
 def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
     members = set(cluster.nodes)
     ops = [graph.get_operation_by_name(n) for n in cluster.nodes]
@@ -457,8 +479,7 @@ def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
     fused.attr["output_names"].list.s.extend(t.encode() for t in outputs)
     fused.attr["ops"].list.s.extend(n.encode() for n in cluster.nodes)
     fused.attr["flops"].f = sum(estimate_flops(op) for op in ops)  # sizes the thread pool
-    devices = {op.device for op in ops}
-    fused.attr["device"].s = devices.pop().encode() if len(devices) == 1 else b""  # tf.device, if one
+    fused.attr["device"].s = _common_device([op.device for op in ops]).encode()
     fused.attr["Tin"].list.type.extend(_dtype(graph, t) for t in inputs)
     fused.attr["Tout"].list.type.extend(_dtype(graph, t) for t in outputs)
     for _ in outputs:

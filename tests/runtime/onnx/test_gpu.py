@@ -1,15 +1,24 @@
 """The GPU path: with onnxruntime-gpu and a visible GPU, clusters run on the CUDA execution
-provider; without one they run on the CPU provider, and this test says so (it never skips)."""
+provider; without one they run on the CPU provider, and this test says so (it never skips).
+
+Placement is also checked where no GPU is: with ``gpu_available`` made true, each cluster asks
+onnxruntime for the providers it would get (recorded, then given the CPU provider), so the
+decisions a GPU machine makes (tf.device pins honoured, clusters split by them, placement
+logged) run on every machine."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import numpy as np
+import onnxruntime as ort
+import pytest
 
 from runtime import Session
 from runtime.onnx import DelegationOptions, gpu_available, runner_of
-from tests.runtime.onnx.test_partition import mlp
+from runtime.onnx import options as options_lib
+from tests.runtime.onnx.test_partition import F, const, graph, mlp, node
 
 
 def _first_cluster_providers(options: DelegationOptions) -> tuple[list[str], np.ndarray]:
@@ -39,3 +48,80 @@ def test_cuda_provider_where_a_gpu_is_present(capsys):
 def test_use_gpu_false_and_cpu_pinned_clusters_stay_on_the_cpu():
     providers, _ = _first_cluster_providers(DelegationOptions(use_gpu=False))
     assert providers == ["CPUExecutionProvider"]
+
+
+def _placed():
+    """y = exp(sigmoid(tanh(relu(x W)))) with tanh and sigmoid pinned to the CPU (two spellings),
+    the MatMul and the Exp to a GPU, the Relu unpinned."""
+    nodes = [
+        node("x", "Placeholder", dtype=F),
+        const("w", np.eye(3) * 2),
+        node("mm", "MatMul", "x", "w", T=F),
+        node("relu", "Relu", "mm", T=F),
+        node("tanh", "Tanh", "relu", T=F),
+        node("sigmoid", "Sigmoid", "tanh", T=F),
+        node("y", "Exp", "sigmoid", T=F),
+    ]
+    devices = {
+        "mm": "/job:localhost/replica:0/task:0/device:GPU:0",
+        "tanh": "/device:CPU:0",
+        "sigmoid": "/cpu:0",
+        "y": "/device:GPU:0",
+    }
+    for n in nodes:
+        n.device = devices.get(n.name, "")
+    return graph(*nodes)
+
+
+def _run_placed(monkeypatch, gpu: bool, use_gpu: bool = True) -> tuple[Session, list[tuple[str, list[str]]]]:
+    """The placed graph delegated and run as if a GPU were there (or not); each cluster's
+    (tf.device, the providers it asked for)."""
+    monkeypatch.setattr(options_lib, "gpu_available", lambda: gpu)
+    asked = []
+    real = ort.InferenceSession
+
+    def recording(model, sess_options=None, providers=None, **kwargs):
+        asked.append(list(providers))
+        return real(model, sess_options, providers=["CPUExecutionProvider"], **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", recording)
+    session = Session(graph=_placed())
+    options = DelegationOptions(min_cluster_ops=1, log_device_placement=True, use_gpu=use_gpu)
+    session.delegate(options, [(["x:0"], ["y:0"])])
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    with Session(graph=_placed()) as native:
+        np.testing.assert_allclose(session.run("y:0", {"x:0": x}), native.run("y:0", {"x:0": x}), rtol=1e-5)
+    clusters = [op for op in session.graph.get_operations() if op.type == "_OrtCluster"]
+    devices = [op.node_def.attr["device"].s.decode() for op in clusters]
+    assert len(asked) == len(clusters)  # (in the order they first ran: the graph's)
+    return session, list(zip(devices, asked))
+
+
+def test_with_a_gpu_cpu_pinned_ops_get_their_own_cluster_on_the_cpu(monkeypatch, caplog):
+    """TF's placer keeps ops pinned to a CPU there and puts the rest on the GPU: a cluster
+    never mixes the two, and each asks for its own providers."""
+    caplog.set_level(logging.INFO, logger="runtime.onnx.options")
+    session, placed = _run_placed(monkeypatch, gpu=True)
+    cuda = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    assert placed == [("", cuda), ("/device:CPU:0", ["CPUExecutionProvider"]), ("/device:GPU:0", cuda)]
+    assert [sorted(c.op_types) for c in session.delegation_report.clusters] == [
+        ["MatMul", "Relu"],
+        ["Sigmoid", "Tanh"],
+        ["Exp"],
+    ]
+    logged = [r.getMessage() for r in caplog.records if r.name == "runtime.onnx.options"]
+    assert logged == [
+        "onnxruntime cluster on CUDAExecutionProvider (tf.device 'unset')",
+        "onnxruntime cluster on CPUExecutionProvider (tf.device '/device:CPU:0')",
+        "onnxruntime cluster on CUDAExecutionProvider (tf.device '/device:GPU:0')",
+    ]
+
+
+@pytest.mark.parametrize("use_gpu", [True, False])
+def test_without_a_gpu_pins_split_nothing_and_gpu_pins_run_on_the_cpu(monkeypatch, use_gpu):
+    """Soft placement, as TF Serving's sessions have it: ops pinned to a GPU that is not there
+    run on the CPU, with no error; a pinned CPU changes nothing, so the model is one cluster."""
+    # use_gpu=False: a GPU present, but delegation told not to use it; the same.
+    session, placed = _run_placed(monkeypatch, gpu=not use_gpu, use_gpu=use_gpu)
+    assert placed == [("", ["CPUExecutionProvider"])]
+    assert len(session.delegation_report.clusters) == 1

@@ -278,3 +278,29 @@ def test_fuse_exposes_every_fetched_tensor_even_one_only_members_read():
     np.testing.assert_allclose(tanh, np.tanh(relu), rtol=1e-6)
     plan = next(iter(delegated._plans.values()))
     assert not [step.op.type for step in plan.steps if step.op.type in ("MatMul", "Relu", "Tanh")]
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_clusters_never_mix_cpu_pinned_ops_with_others_where_they_may_run_on_a_gpu(split):
+    """``split_cpu_pinned``: an op tf.device put on a CPU joins no cluster of other ops, not
+    even one it reads only from as an op fewer signatures need; otherwise pins change nothing."""
+    nodes = [
+        node("x", "Placeholder", dtype=F),
+        const("w", np.eye(3)),
+        node("mm", "MatMul", "x", "w", T=F),
+        node("relu", "Relu", "mm", T=F),
+        node("t", "Tanh", "relu", T=F),  # signature 0 only, pinned to the CPU
+        node("e", "Exp", "t", T=F),  # signature 0 only, pinned to the CPU (another spelling)
+    ]
+    nodes[4].device, nodes[5].device = "/device:CPU:0", "/job:localhost/replica:0/task:0/device:CPU:0"
+    g = graph(*nodes)
+    both, first = frozenset({0, 1}), frozenset({0})
+    within = {"mm": both, "relu": both, "t": first, "e": first}
+    clusters = propose_clusters(g, within=within, min_cluster_ops=1, split_cpu_pinned=split)
+    expected = [["mm", "relu"], ["e", "t"]] if split else [["e", "mm", "relu", "t"]]
+    assert [sorted(c.nodes) for c in clusters] == expected
+    fused = fuse(g, clusters)
+    devices = {n.name: n.attr["device"].s.decode() for n in fused.node if n.op == CLUSTER_OP}
+    assert devices == (
+        {"ort_cluster_0": "", "ort_cluster_1": "/device:CPU:0"} if split else {"ort_cluster_0": ""}
+    )

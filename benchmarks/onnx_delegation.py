@@ -6,7 +6,7 @@ same feeds in the same run:
 
 - ours with every op native, and ours with ``delegation=True``;
 - TensorFlow's ``tf.compat.v1.Session`` over ``saved_model.loader.load`` (oracle venv ``tf221``, a
-  subprocess; feeds cross as TensorProto files, nothing pickled);
+  subprocess, ``TFSide``; feeds cross as TensorProto files, nothing pickled);
 - raw onnxruntime on tf2onnx's conversion of the whole signature (``tf2onnx_baseline.py``: tf2onnx
   1.17 in the oracle venv ``tf215``, opset 17, cached under ``.oracle/bench/tf2onnx``), with our
   delegation's session options and its per-cluster thread rule applied to the whole model (one
@@ -16,12 +16,13 @@ same feeds in the same run:
   run, or whose outputs differ, shows "-" and one line saying why.
 
 Sessions run the signature through ``Session.make_callable`` (ours and TF's alike): names are
-resolved once, as model_server runs a signature. Each is warmed up (delegated clusters compile and validate on their first run), then timed call by
-call for ``--seconds`` cut in five slices: our two sessions and raw onnxruntime alternate slice by
-slice, TF's session runs afterwards in its subprocess. The latency printed is the lowest of the
-five slice medians (robust to bursts of load from other processes), with the ratios, the share of
-estimated FLOPs delegated, and a summary: how many models beat TF, and how many are within
-``--ort-margin`` of raw onnxruntime.
+resolved once, as model_server runs a signature. Each is warmed up (delegated clusters compile and
+validate on their first run), then timed call by call for ``--seconds`` cut in five slices: our
+two sessions, raw onnxruntime and TF's session (in its subprocess, which times a slice when asked)
+alternate slice by slice. The latency printed is the lowest of the five slice medians (robust to
+bursts of load from other processes), with the ratios, the share of estimated FLOPs delegated,
+and a summary: how many models beat TF, and how many are within ``--ort-margin`` of raw
+onnxruntime.
 
     python benchmarks/onnx_delegation.py [--seconds 1] [--only keras_mlp ...] [--batches 1 32]
 """
@@ -63,35 +64,79 @@ TF_SIDE = textwrap.dedent(
     import tensorflow as tf
     from tensorflow.core.framework import tensor_pb2
     v1 = tf.compat.v1
-    plan = json.load(open(sys.argv[1]))
-    seconds, slices = float(sys.argv[2]), int(sys.argv[3])
-    results = {}
-    for job in plan:
-        graph = tf.Graph()
-        with v1.Session(graph=graph) as sess:
-            v1.saved_model.loader.load(sess, job["tags"], job["export_dir"])
+    session, runs = None, {}
+    for line in sys.stdin:  # one JSON request per line, one JSON answer per line
+        request = json.loads(line)
+        if "load" in request:
+            job = request["load"]
+            if session is not None:
+                session.close()
+            graph = tf.Graph()
+            session = v1.Session(graph=graph)
+            with graph.as_default():
+                v1.saved_model.loader.load(session, job["tags"], job["export_dir"])
+            runs = {}
             for batch, files in job["feeds"].items():
                 feeds = {
                     job["input_names"][key]: tf.make_ndarray(tensor_pb2.TensorProto.FromString(open(path, "rb").read()))
                     for key, path in files.items()
                 }
                 names = list(feeds)
-                run = sess.make_callable(job["fetches"], names)
-                values = [feeds[n] for n in names]
+                run, values = session.make_callable(job["fetches"], names), [feeds[n] for n in names]
                 for _ in range(3):
                     run(*values)
-                medians = []
-                for _ in range(slices):
-                    times, start = [], time.perf_counter()
-                    while time.perf_counter() - start < seconds / slices or len(times) < 5:
-                        t0 = time.perf_counter()
-                        run(*values)
-                        times.append(time.perf_counter() - t0)
-                    medians.append(statistics.median(times))
-                results[f"{job['model']}/{batch}"] = min(medians) * 1e3
-    print(json.dumps(results))
+                runs[batch] = (run, values)
+            answer = {"loaded": job["export_dir"]}
+        else:
+            run, values = runs[request["time"]]
+            times, start = [], time.perf_counter()
+            while time.perf_counter() - start < request["seconds"] or len(times) < 5:
+                t0 = time.perf_counter()
+                run(*values)
+                times.append(time.perf_counter() - t0)
+            answer = {"median": statistics.median(times)}
+        print(json.dumps(answer), flush=True)
     """
 )
+
+
+class TFSide:
+    """TensorFlow's ``tf.compat.v1.Session`` over the same SavedModels, in one ``tf221``
+    subprocess that loads a model and times one slice when asked: TF's slices alternate with
+    ours, so a burst of load from elsewhere falls on both sides alike. Feeds cross as TensorProto
+    files, answers as JSON lines; nothing is pickled."""
+
+    def __init__(self, folder: Path):
+        self._log = open(folder / "tf_side.log", "w+")  # noqa: SIM115 - closed in close()
+        self._process = subprocess.Popen(
+            [str(TF_PYTHON), "-c", TF_SIDE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            env={**QUIET_TF, "PATH": "/usr/bin:/bin"},
+        )
+
+    def _ask(self, request: dict) -> dict:
+        self._process.stdin.write(json.dumps(request) + "\n")
+        self._process.stdin.flush()
+        for line in self._process.stdout:  # (anything TF prints itself is not an answer)
+            if line.startswith("{"):
+                return json.loads(line)
+        self._log.seek(0)
+        raise SystemExit(f"TensorFlow's side ended: {self._log.read()[-3000:]}")
+
+    def load(self, job: dict) -> None:
+        self._ask({"load": {k: job[k] for k in ("tags", "export_dir", "feeds", "fetches", "input_names")}})
+
+    def slicer(self, batch: str):
+        """A slice timer (see ``interleaved_medians``) for TF's session at ``batch``."""
+        return lambda seconds: self._ask({"time": batch, "seconds": seconds})["median"]
+
+    def close(self) -> None:
+        self._process.stdin.close()
+        self._process.wait(timeout=60)
+        self._log.close()
 
 
 def read_tensor(manifest: dict, relative: str) -> np.ndarray:
@@ -107,25 +152,34 @@ def batched(value: np.ndarray, batch: int) -> np.ndarray:
     return value[np.arange(batch) % value.shape[0]]
 
 
-def interleaved_medians(calls: dict[str, object], seconds: float) -> dict[str, float]:
-    """Each call's latency in ms: the lowest median of ``SLICES`` slices of ``seconds / SLICES``.
+def local_slicer(fn):
+    """A slice timer for an in-process call, warmed up: the median latency (s) of calls made for
+    ``seconds`` (at least five)."""
+    for _ in range(3):
+        fn()
 
-    The calls' slices alternate, so that their ratios hold on a machine whose load drifts; the
-    lowest slice median drops slices that a burst of load from elsewhere hit (TF's side does the
-    same).
-    """
-    for fn in calls.values():
-        for _ in range(3):
+    def time_slice(seconds: float) -> float:
+        times, start = [], time.perf_counter()
+        while time.perf_counter() - start < seconds or len(times) < 5:
+            t0 = time.perf_counter()
             fn()
-    medians: dict[str, list[float]] = {name: [] for name in calls}
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    return time_slice
+
+
+def interleaved_medians(slicers: dict[str, object], seconds: float) -> dict[str, float]:
+    """Each side's latency in ms: the lowest median of ``SLICES`` slices of ``seconds / SLICES``.
+
+    The sides' slices alternate (TF's in its subprocess too), so that their ratios hold on a
+    machine whose load drifts; the lowest slice median drops slices that a burst of load from
+    elsewhere hit.
+    """
+    medians: dict[str, list[float]] = {name: [] for name in slicers}
     for _ in range(SLICES):
-        for name, fn in calls.items():
-            times, start = [], time.perf_counter()
-            while time.perf_counter() - start < seconds / SLICES or len(times) < 5:
-                t0 = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t0)
-            medians[name].append(statistics.median(times))
+        for name, time_slice in slicers.items():
+            medians[name].append(time_slice(seconds / SLICES))
     return {name: min(values) * 1e3 for name, values in medians.items()}
 
 
@@ -154,11 +208,11 @@ def prepare(name: str, batches: list[int], folder: Path) -> dict:
     return job
 
 
-def time_model(job: dict, converted: Path | str, seconds: float) -> None:
-    """Times ours native, ours delegated and raw onnxruntime, alternating, at each batch.
+def time_model(job: dict, converted: Path | str, seconds: float, tf_side: TFSide) -> None:
+    """Times ours native, ours delegated, raw onnxruntime and TF's session, alternating, at each batch.
 
-    Sets ``job["native"]``, ``job["delegated"]`` (ms by batch), ``job["report"]``, and
-    ``job["raw_ort"]``: ms by batch, or why raw onnxruntime is not timed.
+    Sets ``job["native"]``, ``job["delegated"]``, ``job["tf"]`` (ms by batch), ``job["report"]``,
+    and ``job["raw_ort"]``: ms by batch, or why raw onnxruntime is not timed.
     """
     with contextlib.ExitStack() as stack:
         native = load_saved_model(job["export_dir"], job["tags"], delegation=None)
@@ -169,6 +223,7 @@ def time_model(job: dict, converted: Path | str, seconds: float) -> None:
         keys = sorted(signature.outputs, key=lambda key: signature.outputs[key].name)
         fetches = [signature.outputs[key].name for key in keys]
         job["fetches"], job["input_names"] = fetches, {k: v.name for k, v in signature.inputs.items()}
+        tf_side.load(job)
         medians, raw = {}, None
         for batch, values in job["batched"].items():
             names = [signature.inputs[key].name for key in values]
@@ -190,9 +245,11 @@ def time_model(job: dict, converted: Path | str, seconds: float) -> None:
                 else:
                     raw_feeds = raw.feeds(values)
                     calls["raw_ort"] = lambda raw=raw, raw_feeds=raw_feeds: raw.run(raw_feeds)
-            medians[batch] = interleaved_medians(calls, seconds)
+            slicers = {name: local_slicer(fn) for name, fn in calls.items()}
+            slicers["tf"] = tf_side.slicer(batch)
+            medians[batch] = interleaved_medians(slicers, seconds)
         job["report"] = delegated.session.delegation_report
-        for side in ("native", "delegated", "raw_ort"):
+        for side in ("native", "delegated", "raw_ort", "tf"):
             job[side] = {batch: m[side] for batch, m in medians.items() if side in m}
         if isinstance(raw, str):
             job["raw_ort"] = raw
@@ -238,29 +295,11 @@ def mismatch(got: dict[str, np.ndarray], want: dict[str, np.ndarray], rtol: floa
     return None
 
 
-def run_tf(jobs: list[dict], folder: Path, seconds: float) -> dict[str, float]:
-    """TF's latency in ms by "model/batch", from one ``tf221`` subprocess."""
-    plan = [
-        {k: job[k] for k in ("model", "tags", "export_dir", "feeds", "fetches", "input_names")}
-        for job in jobs
-    ]
-    (folder / "plan.json").write_text(json.dumps(plan))
-    tf_run = subprocess.run(
-        [str(TF_PYTHON), "-c", TF_SIDE, str(folder / "plan.json"), str(seconds), str(SLICES)],
-        capture_output=True,
-        text=True,
-        env={**QUIET_TF, "PATH": "/usr/bin:/bin"},
-    )
-    if tf_run.returncode != 0:
-        raise SystemExit(tf_run.stderr[-3000:])
-    return json.loads(tf_run.stdout.strip().splitlines()[-1])
-
-
 def fmt(value: float | None, spec: str, width: int, suffix: str = "") -> str:
     return f"{value:{spec}}{suffix}".rjust(width) if value is not None else "-".rjust(width)
 
 
-def print_table(jobs: list[dict], tf_ms: dict[str, float], seconds: float, margin: float) -> None:
+def print_table(jobs: list[dict], seconds: float, margin: float) -> None:
     print(f"Session.run latency: lowest of {SLICES} slice medians ({seconds:g} s per measurement)")
     print(
         f"{'model':<32} {'batch':>5} {'TF ms':>8} {'native ms':>10} {'deleg ms':>9} {'raw ORT ms':>10} "
@@ -270,7 +309,7 @@ def print_table(jobs: list[dict], tf_ms: dict[str, float], seconds: float, margi
     for job in jobs:
         raw = job["raw_ort"] if isinstance(job["raw_ort"], dict) else {}
         for batch, deleg in job["delegated"].items():
-            tf, ort_ms = tf_ms[f"{job['model']}/{batch}"], raw.get(batch)
+            tf, ort_ms = job["tf"][batch], raw.get(batch)
             counts = wins.setdefault(batch, [0, 0, 0, 0])
             counts[0] += 1
             counts[1] += deleg < tf
@@ -315,15 +354,20 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         timed = []
-        for job, onnx_model in zip(jobs, converted):
-            try:
-                time_model(job, onnx_model, args.seconds)
-            except Exception as exc:  # noqa: BLE001 - a model the runtime cannot run yet
-                print(f"{job['model']}: skipped, runs natively with an error: {type(exc).__name__}: {exc}")
-                continue
-            timed.append(job)
-        tf_ms = run_tf(timed, folder, args.seconds)
-    print_table(timed, tf_ms, args.seconds, args.ort_margin)
+        tf_side = TFSide(folder)
+        try:
+            for job, onnx_model in zip(jobs, converted):
+                try:
+                    time_model(job, onnx_model, args.seconds, tf_side)
+                except Exception as exc:  # noqa: BLE001 - a model the runtime cannot run yet
+                    print(
+                        f"{job['model']}: skipped, runs natively with an error: {type(exc).__name__}: {exc}"
+                    )
+                    continue
+                timed.append(job)
+        finally:
+            tf_side.close()
+    print_table(timed, args.seconds, args.ort_margin)
     return 0
 
 

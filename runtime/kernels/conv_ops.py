@@ -4,9 +4,14 @@ ExtractImagePatches.
 
 All work on channels-last views: NCHW inputs are transposed in and out (TF's CPU kernels take
 NHWC only; graphs exported on GPUs carry NCHW). A window is a strided view of the padded input
-(im2col without a Python loop per element) and a convolution is one tensordot over it. Padding
-follows TF's GetWindowedOutputSize: SAME pads ``max((out-1)*stride + k_eff - in, 0)``, the
-smaller half first; AvgPool's SAME windows average valid elements only; max pooling skips NaN.
+(im2col without a Python loop per element) and a convolution is one tensordot over it (a grouped
+one, one batched matmul over its groups). Depthwise convolutions (and grouped ones of one input
+channel per group, Keras' depthwise ``groups``) and pooling loop over the kernel's taps instead:
+each tap is one whole-tensor multiply-add, max or sum over a strided slice of the padded input
+(nine numpy calls for a 3x3 kernel), which reads the input once per tap where a windowed reduction
+walks six-dimensional strides element by element. Padding follows TF's GetWindowedOutputSize:
+SAME pads ``max((out-1)*stride + k_eff - in, 0)``, the smaller half first; AvgPool's SAME windows
+average valid elements only; max pooling skips NaN.
 """
 
 from __future__ import annotations
@@ -88,6 +93,16 @@ def _windows(x, kernel_sizes, strides, dilations, outs):
     return np.lib.stride_tricks.as_strided(x, shape, strides_v, writeable=False)
 
 
+def _taps(x, kernel_sizes, strides, dilations, outs):
+    """Per kernel tap: (tap, the strided slice of the padded channels-last ``x`` it reads), each
+    slice shaped (N, *outs, C)."""
+    for tap in itertools.product(*(range(k) for k in kernel_sizes)):
+        window = tuple(
+            slice(t * r, t * r + (o - 1) * s + 1, s) for t, r, o, s in zip(tap, dilations, outs, strides)
+        )
+        yield tap, x[(slice(None), *window)]
+
+
 def _pad_spatial(x, pads, value=0):
     width = [(0, 0), *pads, (0, 0)]
     if all(p == (0, 0) for p in pads):
@@ -123,24 +138,48 @@ def _conv(x, filt, strides, padding, explicit_paddings, data_format, dilations, 
     )
     acc = _accumulate_dtype(x.dtype)
     xp = _pad_spatial(xl.astype(acc, copy=False), pads)
-    win = _windows(xp, k_sizes, stride_s, dil_s, outs)
     w = filt.astype(acc, copy=False)
+    if groups > 1 and f_c == 1:  # one input channel per group: a depthwise convolution
+        w = w.reshape(*k_sizes, groups, out_c // groups)
+        result = _depthwise(xp, w, stride_s, dil_s, outs)
+        return _channels_back(out(result, x.dtype), data_format)
+    win = _windows(xp, k_sizes, stride_s, dil_s, outs)
     if groups == 1:
         result = np.tensordot(
             win, w, axes=(list(range(1 + n_spatial, 2 + 2 * n_spatial)), list(range(n_spatial + 1)))
         )
     else:
-        per = out_c // groups
-        parts = [
-            np.tensordot(
-                win[..., g * f_c : (g + 1) * f_c],
-                w[..., g * per : (g + 1) * per],
-                axes=(list(range(1 + n_spatial, 2 + 2 * n_spatial)), list(range(n_spatial + 1))),
-            )
-            for g in range(groups)
-        ]
-        result = np.concatenate(parts, axis=-1)
+        result = _grouped(win, w, groups, n_spatial)
     return _channels_back(out(result, x.dtype), data_format)
+
+
+def _grouped(win: np.ndarray, w: np.ndarray, groups: int, n_spatial: int) -> np.ndarray:
+    """A grouped convolution of windows (N, *out, *kernel, C) by a filter (*kernel, C/groups, O):
+    one matmul batched over the groups, (groups, pixels, taps*C/g) @ (groups, taps*C/g, O/g)."""
+    batch_out = win.shape[: 1 + n_spatial]
+    taps = int(np.prod(w.shape[:n_spatial]))
+    f_c, out_c = w.shape[-2], w.shape[-1]
+    cols = np.ascontiguousarray(win).reshape(-1, taps, groups, f_c).transpose(2, 0, 1, 3)
+    cols = cols.reshape(groups, -1, taps * f_c)
+    weights = w.reshape(taps, f_c, groups, out_c // groups).transpose(2, 0, 1, 3)
+    result = np.matmul(cols, weights.reshape(groups, taps * f_c, -1))  # (groups, pixels, O/g)
+    return result.transpose(1, 0, 2).reshape(*batch_out, out_c)
+
+
+def _depthwise(xp: np.ndarray, w: np.ndarray, strides, dilations, outs) -> np.ndarray:
+    """The padded channels-last ``xp`` (N, H, W, C) convolved per channel by ``w`` (kH, kW, C, M):
+    (N, oH, oW, C*M), summed tap by tap."""
+    kh, kw, c, m = w.shape
+    taps = _taps(xp, (kh, kw), strides, dilations, outs)
+    result = np.zeros((xp.shape[0], *outs, c, m) if m > 1 else (xp.shape[0], *outs, c), xp.dtype)
+    scratch = np.empty_like(result)
+    for (i, j), patch in taps:
+        if m > 1:
+            np.multiply(patch[..., None], w[i, j], out=scratch)
+        else:
+            np.multiply(patch, w[i, j, :, 0], out=scratch)
+        result += scratch
+    return result.reshape(xp.shape[0], *outs, c * m)
 
 
 def _accumulate_dtype(dtype):
@@ -188,9 +227,8 @@ def depthwise_conv2d_native(
         xl.shape[1:3], (kh, kw), stride_s, dil_s, padding, _explicit(explicit_paddings, data_format, 2)
     )
     acc = _accumulate_dtype(input.dtype)
-    win = _windows(_pad_spatial(xl.astype(acc, copy=False), pads), (kh, kw), stride_s, dil_s, outs)
-    result = np.einsum("nhwijc,ijcm->nhwcm", win, filter.astype(acc, copy=False), optimize=True)
-    result = result.reshape(result.shape[:3] + (c * m,))
+    xp = _pad_spatial(xl.astype(acc, copy=False), pads)
+    result = _depthwise(xp, filter.astype(acc, copy=False), stride_s, dil_s, outs)
     return _channels_back(out(result, input.dtype), data_format)
 
 
@@ -281,23 +319,24 @@ def _pool(value, ksize, strides, padding, data_format, n_spatial, kind, explicit
         padding,
         _explicit(explicit_paddings, data_format, n_spatial),
     )
-    axes = tuple(range(1 + n_spatial, 1 + 2 * n_spatial))
+    ones = [1] * n_spatial
+    shape = (xl.shape[0], *outs, xl.shape[-1])
     if kind == "max":
         fill = (
             -np.inf if value.dtype.kind == "f" or _low_precision(value.dtype) else np.iinfo(value.dtype).min
         )
-        win = _windows(_pad_spatial(xl, pads, fill), k_s, s_s, [1] * n_spatial, outs)
-        result = (
-            np.fmax.reduce(win, axis=axes)  # TF's max pooling skips NaN (a < b ? b : a)
-            if win.size
-            else np.zeros(win.shape[: n_spatial + 1] + win.shape[-1:], value.dtype)
-        )
+        result = np.full(shape, fill, xl.dtype)
+        for _, patch in _taps(_pad_spatial(xl, pads, fill), k_s, s_s, ones, outs):
+            np.fmax(result, patch, out=result)  # TF's max pooling skips NaN (a < b ? b : a)
         return _channels_back(out(result, value.dtype), data_format)
     acc = _accumulate_dtype(value.dtype)
-    win = _windows(_pad_spatial(xl.astype(acc, copy=False), pads), k_s, s_s, [1] * n_spatial, outs)
-    ones = np.ones((1, *xl.shape[1:-1], 1), acc)
-    counts = _windows(_pad_spatial(ones, pads), k_s, s_s, [1] * n_spatial, outs).sum(axis=axes)
-    result = win.sum(axis=axes) / counts
+    result = np.zeros(shape, acc)
+    for _, patch in _taps(_pad_spatial(xl.astype(acc, copy=False), pads), k_s, s_s, ones, outs):
+        result += patch
+    counts = np.zeros((1, *outs, 1), acc)  # the valid (unpadded) elements of each window
+    for _, patch in _taps(_pad_spatial(np.ones((1, *xl.shape[1:-1], 1), acc), pads), k_s, s_s, ones, outs):
+        counts += patch
+    result /= counts
     return _channels_back(out(result, value.dtype), data_format)
 
 

@@ -36,6 +36,24 @@ def test_dilated_depthwise_equals_grouped_conv(padding, multiplier):
     np.testing.assert_allclose(depthwise, grouped, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("filter_depth,out_depth", [(1, 6), (1, 12), (2, 6), (3, 4)])
+@pytest.mark.parametrize("strides,padding", [([1, 1, 1, 1], "SAME"), ([1, 2, 2, 1], "VALID")])
+def test_grouped_conv2d_is_each_group_convolved_alone(filter_depth, out_depth, strides, padding):
+    # Groups = input depth / filter depth; group g reads its slice of input channels and writes
+    # its slice of output channels. A filter one channel deep runs the depthwise tap loop, a
+    # deeper one a batched matmul: both checked against plain (groups=1) convolutions, which the
+    # op records check against TF.
+    x = RNG.standard_normal((2, 8, 7, 6)).astype(np.float32)
+    f = RNG.standard_normal((3, 3, filter_depth, out_depth)).astype(np.float32)
+    groups, attrs = 6 // filter_depth, dict(strides=strides, padding=padding)
+    per = out_depth // groups
+    each = [
+        conv2d(x[..., g * filter_depth : (g + 1) * filter_depth], f[..., g * per : (g + 1) * per], **attrs)
+        for g in range(groups)
+    ]
+    np.testing.assert_allclose(conv2d(x, f, **attrs), np.concatenate(each, -1), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "strides,dilations,padding",
     [

@@ -178,6 +178,8 @@ class Builder:
     dims: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     same_shape: dict[str, str] = field(default_factory=dict)  # value -> an earlier value of its shape
     nchw: dict[str, str] = field(default_factory=dict)  # NHWC value -> its NCHW twin (layout.py)
+    # TF's static shape of a value (``_output_shapes``; None for an unknown dimension).
+    tf_shapes: dict[str, tuple] = field(default_factory=dict)
     parent: Builder | None = None
     checks_bounds: bool = True  # onnxruntime's kernels reject indices past the end (its CPU ones do)
     _count: int = 0
@@ -191,6 +193,7 @@ class Builder:
             dims=ChainMap({}, self.dims),
             same_shape=ChainMap({}, self.same_shape),
             nchw=ChainMap({}, self.nchw),
+            tf_shapes=ChainMap({}, self.tf_shapes),
             parent=self,
         )
 
@@ -346,6 +349,11 @@ class TFNode:
     def const(self, index: int) -> np.ndarray | None:
         return self._b.values[self.inputs[index]].const
 
+    def static_shape(self, index: int) -> tuple | None:
+        """TF's static shape of input ``index`` (None dims unknown), or None where unknown."""
+        const = self.const(index)
+        return const.shape if const is not None else self._b.tf_shapes.get(self.inputs[index])
+
     def const_required(self, index: int) -> np.ndarray:
         value = self.const(index)
         if value is None:
@@ -399,6 +407,7 @@ def convert_subgraph(
             graph_inputs.append(helper.make_tensor_value_info(onnx_name, elem, [None] * rank))
             b.graph_inputs = graph_inputs
             by_tensor[f"{node.name}:0"] = onnx_name
+            _record_shapes(b, node, [onnx_name])
             continue
         inputs = []
         for text in node.input:
@@ -409,7 +418,24 @@ def convert_subgraph(
         for i, onnx_name in enumerate(results):
             if onnx_name is not None:
                 by_tensor[f"{node.name}:{i}"] = onnx_name
+        _record_shapes(b, node, results)
     return _model(b, graph_inputs, [by_tensor[t] for t in output_names])
+
+
+def _record_shapes(b: Builder, node, results: list[str | None]) -> None:
+    """TF's static shapes of a node's outputs (``_output_shapes``, a placeholder's ``shape``)
+    for the values giving them."""
+    if "_output_shapes" in node.attr:
+        protos = node.attr["_output_shapes"].list.shape
+    elif node.op == "Placeholder" and "shape" in node.attr:
+        protos = [node.attr["shape"].shape]
+    else:
+        return
+    for onnx_name, proto in zip(results, protos):
+        if onnx_name is not None and onnx_name not in b.tf_shapes:
+            shape = tensor_util.shape_from_proto(proto)
+            if shape is not None:
+                b.tf_shapes[onnx_name] = shape
 
 
 def emit(b: Builder, name: str, op_type: str, attr_protos: Mapping, inputs: list[str]) -> list[str | None]:

@@ -120,8 +120,9 @@ def _out_layout(b: Builder, y: str, nhwc: bool) -> str:
     return layout.from_nchw(b, y) if nhwc else y
 
 
-def _filter(b: Builder, node: TFNode, depthwise: bool) -> tuple[str, int]:
-    """The filter as ONNX's [O, I/group, kH, kW] and the group count (TF's is [kH, kW, I, M])."""
+def _filter(b: Builder, node: TFNode, depthwise: bool, nhwc: bool) -> tuple[str, int]:
+    """The filter as ONNX's [O, I/group, kH, kW] and the group count (TF's is [kH, kW, I/group, O]:
+    a Conv2D whose input is deeper than its filter is grouped, as Keras' ``groups`` makes it)."""
     w = node.inputs[1]
     value = node.const(1)
     if depthwise:  # [kH, kW, C, M] -> [C*M, 1, kH, kW], group C
@@ -129,9 +130,21 @@ def _filter(b: Builder, node: TFNode, depthwise: bool) -> tuple[str, int]:
             raise NotConvertible("DepthwiseConv2dNative with a non-constant filter")
         kh, kw, c, m = value.shape
         return b.const(value.reshape(kh, kw, 1, c * m).transpose(3, 2, 0, 1), "filter"), c
+    group = _groups(node, nhwc)
     if value is not None:
-        return b.const(np.ascontiguousarray(value.transpose(3, 2, 0, 1)), "filter"), 1
-    return b.op("Transpose", [w], perm=[3, 2, 0, 1], rank=4), 1
+        return b.const(np.ascontiguousarray(value.transpose(3, 2, 0, 1)), "filter"), group
+    return b.op("Transpose", [w], perm=[3, 2, 0, 1], rank=4), group
+
+
+def _groups(node: TFNode, nhwc: bool) -> int:
+    """Input depth over filter depth; 1 where either is unknown (onnxruntime then rejects a
+    grouped one on its first run, and the cluster runs natively)."""
+    x, w = node.static_shape(0), node.static_shape(1)
+    depth = (x[3] if nhwc else x[1]) if x is not None and len(x) == 4 else None
+    filter_depth = w[2] if w is not None and len(w) == 4 else None
+    if not depth or not filter_depth or depth % filter_depth:
+        return 1
+    return depth // filter_depth
 
 
 @converter("DepthwiseConv2dNative", const_inputs=(1,), dtypes=FLOATS)
@@ -147,7 +160,7 @@ def conv_2d(node: TFNode, b: Builder) -> str:
     dilated = any(d != 1 for d in node.attr("dilations", [1, 1, 1, 1]))
     if dilated and _text(node.attr("padding")) == "SAME":
         raise NotConvertible(f"{node.type}: onnxruntime has no SAME padding with dilations")
-    w, group = _filter(b, node, node.type == "DepthwiseConv2dNative")
+    w, group = _filter(b, node, node.type == "DepthwiseConv2dNative", nhwc)
     x = _in_nchw(b, node.inputs[0], nhwc)
     y = b.op(
         "Conv",

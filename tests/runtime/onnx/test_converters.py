@@ -116,8 +116,8 @@ KNOWN_DIFFERENCES = {
     "Prod.020": "int32 overflow: onnxruntime's ReduceProd does not wrap as TF does",
     "Conv2D.005": "filter larger than the input (empty output): onnxruntime errors, the run falls back",
     "Conv2D.017": "filter larger than the input (empty output): onnxruntime errors, the run falls back",
-    "Conv2D.014": "grouped convolution (input channels = 2 x filter's): group needs static channels;"
-    " onnxruntime errors on the first run and the cluster falls back",
+    "Conv2D.014": "grouped convolution (input channels = 2 x filter's) of an unknown input depth:"
+    " onnxruntime errors on the first run and the cluster falls back (test_grouped_conv_2d: known)",
 }
 
 
@@ -252,6 +252,25 @@ def test_extra_case(case):
     outcome = check_one_node(graph_def, feeds, "op", lambda dtype: (1e-5, 1e-5))
     assert outcome == "converted", f"{op_type}: {outcome}"
     CONVERTED.setdefault(op_type, []).append(f"extra {op_type}")
+
+
+@pytest.mark.parametrize(("depth", "filter_depth", "out_depth"), [(4, 2, 6), (4, 1, 8), (6, 3, 6)])
+def test_grouped_conv_2d(depth, filter_depth, out_depth):
+    """A Conv2D whose input is deeper than its filter is grouped (Keras' ``groups``; depthwise
+    where the filter is one channel deep): the group count comes from the static input depth."""
+    x = _R.standard_normal((2, 7, 7, depth)).astype(np.float32)
+    w = _R.standard_normal((3, 3, filter_depth, out_depth)).astype(np.float32)
+    attrs = {"T": F32, "strides": [1, 2, 2, 1], "padding": "SAME"}
+    graph_def, feeds = _graph("Conv2D", [x, w], attrs)
+    for node, value in zip(graph_def.node, (x, w)):
+        node.attr["shape"].shape.dim.extend(_dims(value.shape))
+    assert check_one_node(graph_def, feeds, "op", lambda dtype: (1e-5, 1e-4)) == "converted"
+
+
+def _dims(shape):
+    from apis.tensorflow.core.framework import tensor_shape_pb2
+
+    return [tensor_shape_pb2.TensorShapeProto.Dim(size=size) for size in shape]
 
 
 def test_every_converter_checked():

@@ -103,3 +103,68 @@ def _make_const(node, dtype: int, array: np.ndarray) -> None:
     node.attr.clear()
     node.attr["dtype"].type = dtypes.base_dtype(dtype)
     node.attr["value"].tensor.CopyFrom(proto)
+
+
+def frozen_chains(
+    graph: Graph, region: set[str], frozen: dict[str, np.ndarray], fed: set[str], resources
+) -> dict[str, np.ndarray]:
+    """Values computed from frozen variable reads (and constants) alone: the op name -> value of
+    each foldable single-output op of the region (``Identity``, ``Cast``, ``Reshape``, a batch
+    norm's ``Rsqrt(variance + eps) * gamma``: any chain of them after a ``ReadVariableOp``) whose
+    result is no bigger than its biggest input. They join the frozen reads as constants of the
+    clusters that read them, so a converter needing a constant input (a depthwise filter) gets
+    one, whatever Keras put between the variable and it, and no cluster recomputes them per run.
+    An op that makes a bigger value (``Tile``) stays an op, and so does what reads it.
+
+    Found layer by layer (static shapes may be unknown, so sizes are judged on the values): each
+    round computes the ops whose inputs are all known, with the known values fed."""
+    values = dict(frozen)
+    constants = {op.name: op for op in graph.get_operations() if op.type == "Const"}
+    candidates = [
+        op
+        for op in graph.get_operations()
+        if op.name in region and op.name not in fed and op.name not in values and len(op.outputs) == 1
+    ]
+    derived: dict[str, np.ndarray] = {}
+    while True:
+        layer = [op for op in candidates if op.name not in values and _computable(op, values, constants)]
+        if not layer:
+            return derived
+        results = _run_layer(graph, layer, values, resources)
+        if results is None:
+            return derived
+        for op, value in zip(layer, results):
+            candidates.remove(op)  # (a bigger value is not tried again)
+            if value.size <= max(_size(t, values) for t in op.inputs):
+                values[op.name] = derived[op.name] = value
+
+
+def _computable(op: Operation, values: dict, constants: dict) -> bool:
+    sources = [t.op.name for t in op.inputs]
+    return (
+        bool(sources)
+        and all(s in values or s in constants for s in sources)
+        and any(s in values for s in sources)
+        and foldable(op)
+    )
+
+
+def _size(tensor, values: dict) -> int:
+    value = values.get(tensor.op.name)
+    if value is not None:
+        return value.size
+    shape = tensor.shape  # a Const's
+    return int(np.prod(shape)) if shape is not None else 0
+
+
+def _run_layer(graph: Graph, layer: list[Operation], values: dict, resources) -> list | None:
+    """The layer's values, computed by our kernels with the known values fed (None: it failed)."""
+    fed = list({t.op.name: t for op in layer for t in op.inputs if t.op.name in values}.values())
+    try:
+        plan = build_plan(fed, [op.outputs[0] for op in layer], (), resources, graph.functions)
+        with np.errstate(all="ignore"):
+            results = run_plan(plan, [values[t.op.name] for t in fed])
+    except Exception as exc:  # noqa: BLE001 - what fails now fails at run time, as before
+        logger.info("frozen variable chains not folded: %s: %s", type(exc).__name__, exc)
+        return None
+    return [np.asarray(value) for value in results]

@@ -33,7 +33,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import numpy as np
 
@@ -44,7 +44,7 @@ from runtime.kernels import lookup as kernel_lookup
 from runtime.onnx import cluster as cluster_lib
 from runtime.onnx import partition
 from runtime.onnx.bucketized_fusion import fuse_bucketized_columns
-from runtime.onnx.constant_folding import fold_constants
+from runtime.onnx.constant_folding import fold_constants, frozen_chains
 from runtime.onnx.control_flow_ops import WHILE_OPS
 from runtime.onnx.embedding_fusion import fuse_embedding_lookups
 from runtime.onnx.functions import delegate_functions
@@ -105,9 +105,12 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     inlined, needed = _rewritten(inlined, signatures, options, session.resources)
     region = list(needed)
     frozen, note = {}, "variables read natively (delegation options)"
+    fed = fed_producers(inlined, signatures)
     if options.freeze_variables:
         frozen, note = freeze_variables(inlined, region, session.resources)
-    fed = fed_producers(inlined, signatures)
+    reads = len(frozen)
+    if frozen:  # what Keras puts between a variable and its reader (Identity, Cast, Reshape)
+        frozen.update(frozen_chains(inlined, _names(region), frozen, fed, session.resources))
     within = {op.name: key for op, key in needed.items() if op.name not in fed}
     clusters = partition.propose_clusters(inlined, frozen, within, **partitioning)
     fused_def = partition.fuse(
@@ -120,7 +123,7 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     _copy_collections(original, fused)
     if original.finalized:
         fused.finalize()
-    report = build_report(inlined, region, clusters, len(frozen), note)
+    report = build_report(inlined, region, clusters, frozen, note, reads)
     report.clusters.extend(body_clusters)
     report.native.update(body_native)
     cluster_lib.register_context(key, options, report)
@@ -372,11 +375,17 @@ def freeze_variables(graph: Graph, region: list[Operation], resources) -> tuple[
 
 
 def build_report(
-    graph: Graph, region: list[Operation], clusters: list[partition.Cluster], frozen: int, note: str
+    graph: Graph,
+    region: list[Operation],
+    clusters: list[partition.Cluster],
+    frozen: dict,
+    note: str,
+    reads: int,
 ) -> DelegationReport:
-    report = DelegationReport(frozen_variables=frozen, variables_note=note)
+    """``frozen``: the values clusters hold as constants, of which ``reads`` variable reads."""
+    report = DelegationReport(frozen_variables=reads, variables_note=note)
     report.clusters.extend(summaries(graph, clusters))
-    for name, kind, why, flops in explain_native(graph, region, clusters):
+    for name, kind, why, flops in explain_native(graph, region, clusters, constants=frozen):
         report.native[name] = (kind, why)
         report.native_op_flops[name] = flops
         report.native_flops += flops
@@ -384,22 +393,34 @@ def build_report(
 
 
 def explain_native(
-    graph: Graph, ops: Iterable[Operation], clusters: list[partition.Cluster], prefix: str = ""
+    graph: Graph,
+    ops: Iterable[Operation],
+    clusters: list[partition.Cluster],
+    prefix: str = "",
+    constants: Collection[str] = (),
 ):
-    """(name, type, why it stayed native, FLOPs) of each op outside the clusters (not bookkeeping)."""
+    """(name, type, why it stayed native, FLOPs) of each op outside the clusters (not bookkeeping,
+    nor one of the ``constants`` computed once at delegation)."""
     members = {name for c in clusters for name in c.nodes}
     excluded = partition.control_flow_region(graph)
     for op in ops:
-        if op.name in members or op.type in BOOKKEEPING or op.type == "_Arg":
+        if op.name in members or op.type in BOOKKEEPING or op.type == "_Arg" or op.name in constants:
             continue
-        why = partition.reason(op)
+        why = partition.reason(op, constants)
         if op.name in excluded:
             why = "TF1 control flow"
         elif why is None:
-            why = (
-                "only data movement in its cluster" if op.type in partition.DATA_MOVEMENT else "not clustered"
-            )
+            why = _unclustered(op)
         yield prefix + op.name, op.type, why, estimate_flops(op)
+
+
+def _unclustered(op: Operation) -> str:
+    """Why a supported op is in no cluster (``propose_clusters`` keeps only clusters worth a call)."""
+    if op.type in partition.DATA_MOVEMENT:
+        return "only data movement in its cluster"
+    if any(partition.is_list(t.dtype) for t in [*op.inputs, *op.outputs]):
+        return "a TensorList would cross its cluster's boundary"
+    return "its cluster, between ops that stay native, is too small to pay for an onnxruntime call"
 
 
 def _body_report(body_clusters: list, body_native: dict):

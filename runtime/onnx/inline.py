@@ -2,7 +2,8 @@
 
 A TF2 SavedModel's compute lives in library functions called through ``StatefulPartitionedCall``
 / ``PartitionedCall``. ``inline_calls`` returns a new GraphDef in which each such call whose body
-is side-effect free (its only stateful ops read variables or are control-flow/calls themselves)
+is side-effect free (its only stateful ops read variables or tables, or are control-flow/calls
+themselves)
 is replaced by the body's nodes, named ``<call>/<node>``, and the call node itself becomes an
 ``IdentityN`` of the body's results under the call's name, so every tensor name the signatures
 use still resolves. Calls whose bodies write state (restore functions, ``AssignVariableOp``) stay
@@ -20,13 +21,19 @@ from runtime.kernels import lookup
 from runtime.op_def import parse_input
 
 CALL_OPS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
-# Stateful ops a body may hold and still be inlined: reads, and ops that run their own functions.
+# Stateful ops a body may hold and still be inlined: reads (of variables: Keras' embeddings
+# gather straight from theirs; of tables: TextVectorization's lookup), and ops that run their
+# own functions.
 _INLINABLE_STATEFUL = (
     frozenset(
-        {"ReadVariableOp", "VarHandleOp", "While", "StatelessWhile", "If", "StatelessIf", "Case", "NoOp"}
+        {
+            "ReadVariableOp", "VarHandleOp", "ResourceGather", "ResourceGatherNd", "VariableShape",
+            "LookupTableFindV2", "LookupTableSizeV2", "While", "StatelessWhile", "If", "StatelessIf",
+            "Case", "NoOp",
+        }
     )
     | CALL_OPS
-)
+)  # fmt: skip
 _MAX_ROUNDS = 8
 # Output-type attrs that function bodies leave at their defaults (SavedModels strip defaults):
 # written back so that every inlined tensor has a known dtype.

@@ -74,8 +74,11 @@ def is_constant(op: Operation) -> bool:
     return op.type == "Const" and op.attrs.get("dtype") in converter_lib.ONNX_TYPES
 
 
-def reason(op: Operation) -> str | None:
-    """Why ``op`` cannot run in onnxruntime, or None when it can (with its converter)."""
+def reason(op: Operation, constants: Collection[str] = ()) -> str | None:
+    """Why ``op`` cannot run in onnxruntime, or None when it can (with its converter).
+
+    ``constants``: ops (beyond ``Const`` nodes) whose values every cluster holds as constants:
+    frozen variable reads and what is computed from them alone (``delegate.freeze_variables``)."""
     definition = converter_lib.lookup(op.type)
     if definition is None:
         return "no ONNX converter"
@@ -100,7 +103,7 @@ def reason(op: Operation) -> str | None:
     if definition.dtypes is not None and op.inputs and op.inputs[0].dtype not in definition.dtypes:
         return f"{dtypes.name(op.inputs[0].dtype)} input"
     for index in definition.const_inputs:
-        if -len(op.inputs) <= index < len(op.inputs) and not is_constant(op.inputs[index].op):
+        if -len(op.inputs) <= index < len(op.inputs) and not _constant_input(op.inputs[index].op, constants):
             return f"input {index % len(op.inputs)} is not a constant"
     if definition.num_outputs is not None:
         read = op.graph._max_output_ref.get(op.name, 0)
@@ -109,12 +112,16 @@ def reason(op: Operation) -> str | None:
     return definition.check(op) if definition.check is not None else None
 
 
+def _constant_input(source: Operation, constants: Collection[str]) -> bool:
+    return is_constant(source) or source.name in constants
+
+
 def _text_table(const: Operation) -> bool:
     return converter_lib.is_text(tensor_util.make_ndarray(const.node_def.attr["value"].tensor))
 
 
-def supported(op: Operation) -> bool:
-    return reason(op) is None
+def supported(op: Operation, constants: Collection[str] = ()) -> bool:
+    return reason(op, constants) is None
 
 
 def topological_order(graph: Graph) -> list[Operation]:
@@ -198,16 +205,16 @@ def _list_crossings(graph: Graph, clusters: list[Cluster], region) -> set[str]:
         members = set(cluster.nodes)
         for name in cluster.nodes:
             op = graph.get_operation_by_name(name)
-            if any(_is_list(t.dtype) and t.op.name not in members for t in op.inputs):
+            if any(is_list(t.dtype) and t.op.name not in members for t in op.inputs):
                 found.add(name)
             outside = [i for c, i in consumers.get(name, ()) if c not in members]
             if outside or not consumers.get(name):  # exposed: outputs 0..max read (see _escaping)
-                if any(_is_list(t.dtype) for t in op.outputs[: max([0, *outside]) + 1]):
+                if any(is_list(t.dtype) for t in op.outputs[: max([0, *outside]) + 1]):
                     found.add(name)
     return found
 
 
-def _is_list(dtype: int | None) -> bool:
+def is_list(dtype: int | None) -> bool:
     return dtype is not None and dtypes.base_dtype(dtype) == dtypes.DT_VARIANT
 
 
@@ -227,7 +234,7 @@ def _propose(
     for op in order:
         if op.name in sources or op.name in excluded or (within is not None and op.name not in within):
             continue
-        if op.name in banned or not supported(op):
+        if op.name in banned or not supported(op, frozen):
             continue
         joined = None
         key = (group(op.name), place(op))
@@ -464,6 +471,7 @@ def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
                     inputs[tensor.name] = f"_input_{len(inputs)}"
                     placeholder = sub.node.add(name=inputs[tensor.name], op="Placeholder")
                     placeholder.attr["dtype"].type = dtypes.base_dtype(tensor.dtype)
+                    _set_output_shape(placeholder, tensor.shape)
                 node.input.append(inputs[tensor.name])
         controls += [f"^{c.name}" for c in op.control_inputs if c.name not in members]
         # Kept for the native runs (validation, fallback): an Assert still runs before what it guards.
@@ -539,6 +547,16 @@ def _escaping(graph: Graph, cluster: Cluster, members: set[str], consumers):
                 identities[name], changed = 1, True
     outputs = [f"{name}:{k}" for name in cluster.nodes if name in identities for k in range(identities[name])]
     return outputs, identities
+
+
+def _set_output_shape(node: node_def_pb2.NodeDef, shape: tuple | None) -> None:
+    """Records a cluster input's static shape as TF records an op's (converters read it: a
+    grouped convolution's group count is the input depth over the filter's)."""
+    if shape is None:
+        return
+    proto = node.attr["_output_shapes"].list.shape.add()
+    for size in shape:
+        proto.dim.add(size=-1 if size is None else size)
 
 
 def _dtype(graph: Graph, tensor_name: str) -> int:

@@ -215,7 +215,7 @@ def time_model(job: dict, converted: Path | str, seconds: float, tf_side: TFSide
     and ``job["raw_ort"]``: ms by batch, or why raw onnxruntime is not timed.
     """
     with contextlib.ExitStack() as stack:
-        native = load_saved_model(job["export_dir"], job["tags"], delegation=None)
+        native = load_saved_model(job["export_dir"], job["tags"], delegation=False)
         stack.callback(native.close)
         delegated = load_saved_model(job["export_dir"], job["tags"], delegation=True)
         stack.callback(delegated.close)

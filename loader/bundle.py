@@ -104,13 +104,14 @@ def load(sess, tags: Iterable[str], export_dir: str) -> meta_graph_pb2.MetaGraph
 
 
 def load_saved_model(
-    export_dir: str, tags: Iterable[str] = ("serve",), session_config=None, delegation=None
+    export_dir: str, tags: Iterable[str] = ("serve",), session_config=None, delegation=True
 ) -> SavedModelBundle:
     """A new Session over a new Graph with the SavedModel loaded, like C++ ``LoadSavedModel``.
 
-    ``delegation``: None/False keeps every op native; True or a ``runtime.onnx.DelegationOptions``
-    rewrites the Session's graph after restore and init so that op clusters feeding the
-    signatures run in onnxruntime (``Session.delegate``; report in ``session.delegation_report``).
+    ``delegation``: True (the default, as ``model_server``'s ``--onnx_delegation``) or a
+    ``runtime.onnx.DelegationOptions`` rewrites the Session's graph after restore and init so that
+    op clusters feeding the signatures run in onnxruntime (``Session.delegate``; report in
+    ``session.delegation_report``); False (or None) keeps every op on the numpy kernels.
     """
     from runtime.graph import Graph  # the runtime core; imported here to keep `import loader` light
     from runtime.session import Session

@@ -117,7 +117,7 @@ def saved_model_load_fn(options) -> Callable[[str, ServableId], Any]:
     """Loads a version directory with ``loader.load_saved_model`` and the flags' tags."""
     tags = set(options.saved_model_tag_set)
     config = session_config(options)
-    delegation = True if options.onnx_delegation else None
+    delegation = options.onnx_delegation
 
     def load(export_dir: str, servable_id: ServableId) -> Any:
         from loader import load_saved_model  # the loader is imported only when a model loads

@@ -77,7 +77,7 @@ def model_load_problem(name: str) -> str | None:
             try:
                 from loader import load_saved_model
 
-                bundle = load_saved_model(str(versions[-1]), tags={"serve"})
+                bundle = load_saved_model(str(versions[-1]), tags={"serve"}, delegation=False)
                 close = getattr(getattr(bundle, "session", None), "close", None)
                 if close:
                     close()

@@ -49,7 +49,7 @@ def _load_everything(export_dir: Path, tag_sets: list[list[str]]) -> None:
     # Last, the whole path: restore through RestoreV2 in the Session, init op. (Corrupt variables
     # reaching RestoreV2 are covered by test_load.py::test_corrupt_shard_fails_the_restore_op.)
     for tags in tag_sets:
-        load_saved_model(str(export_dir), tags).close()
+        load_saved_model(str(export_dir), tags, delegation=False).close()
 
 
 def _mutations(data: bytes, rnd: random.Random, counts=(12, 40, 12)):

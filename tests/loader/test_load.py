@@ -60,7 +60,7 @@ def test_every_corpus_model_loads_every_meta_graph():
     for m in manifests():
         for tags in m["meta_graphs"]:
             try:
-                bundle = load_saved_model(str(m["export_path"]), tags)
+                bundle = load_saved_model(str(m["export_path"]), tags, delegation=False)
             except errors.OpError as e:
                 failures.append(f"{m['name']} {tags}: {type(e).__name__}: {str(e)[:300]}")
                 continue
@@ -73,14 +73,14 @@ def test_every_corpus_model_loads_every_meta_graph():
 def test_every_committed_model_loads_every_meta_graph():
     for export_dir in committed_models():
         for tags in tag_sets(read_saved_model(str(export_dir))):
-            load_saved_model(str(export_dir), tags).close()
+            load_saved_model(str(export_dir), tags, delegation=False).close()
 
 
 @pytest.mark.parametrize("name", LOADER_MODELS)
 def test_loader_models_compute_what_tensorflow_computes(name):
     m = manifest(name)
     for case in m["cases"]:
-        bundle = load_saved_model(str(m["export_path"]), case["tags"])
+        bundle = load_saved_model(str(m["export_path"]), case["tags"], delegation=False)
         signature = bundle.signature_defs[case["signature"]]
         feeds = {signature.inputs[k].name: _tensor(m["dir"] / p) for k, p in case["inputs"].items()}
         fetches = {k: signature.outputs[k].name for k in case["outputs"]}
@@ -104,7 +104,9 @@ def test_load_into_an_existing_session_returns_the_meta_graph():
 
 
 def test_model_without_variables_loads(tmp_path):
-    bundle = load_saved_model(str(manifest("loader_pbtxt_no_variables")["export_path"]), {"serve"})
+    bundle = load_saved_model(
+        str(manifest("loader_pbtxt_no_variables")["export_path"]), {"serve"}, delegation=False
+    )
     out = bundle.session.run("y:0", {"x:0": np.array([1.0, 2.0], np.float32)})
     assert out.tolist() == [3.0, 5.0]
 
@@ -113,7 +115,9 @@ def test_missing_tags_fail_with_the_tag_sets_present():
     with pytest.raises(
         errors.NotFoundError, match="contains the following tag-sets:\n'gpu, serve'\n'serve'\n'train'"
     ):
-        load_saved_model(str(manifest("loader_all_dtypes")["export_path"]), {"serve", "tpu"})
+        load_saved_model(
+            str(manifest("loader_all_dtypes")["export_path"]), {"serve", "tpu"}, delegation=False
+        )
 
 
 def test_corrupt_shard_fails_the_restore_op(tmp_path):
@@ -126,7 +130,7 @@ def test_corrupt_shard_fails_the_restore_op(tmp_path):
     data[len(data) // 2] ^= 0x01
     shard.write_bytes(bytes(data))
     with pytest.raises(errors.DataLossError, match=r"variables\.data-00000-of-00001: tensor '.*': Checksum"):
-        load_saved_model(str(tmp_path / "m"), {"serve"})
+        load_saved_model(str(tmp_path / "m"), {"serve"}, delegation=False)
 
 
 def test_a_shard_truncated_on_disk_after_load_leaves_the_served_variables_intact(tmp_path):
@@ -135,7 +139,7 @@ def test_a_shard_truncated_on_disk_after_load_leaves_the_served_variables_intact
     import shutil
 
     shutil.copytree(manifest("example_keras_mlp")["export_path"], tmp_path / "m")
-    bundle = load_saved_model(str(tmp_path / "m"), {"serve"})
+    bundle = load_saved_model(str(tmp_path / "m"), {"serve"}, delegation=False)
     signature = bundle.signature_defs["serving_default"]
     (x,) = signature.inputs.values()
     feed = {x.name: np.linspace(-1, 1, 3 * 4, dtype=np.float32).reshape(3, 4)}
@@ -168,12 +172,12 @@ def _with_py_func(tmp_path, as_main_op: bool):
 
 
 def test_py_func_never_runs(tmp_path):
-    bundle = load_saved_model(_with_py_func(tmp_path, as_main_op=False), {"serve"})
+    bundle = load_saved_model(_with_py_func(tmp_path, as_main_op=False), {"serve"}, delegation=False)
     assert bundle.session.run("y:0", {"x:0": np.array([1.0], np.float32)}).tolist() == [3.0]
     with pytest.raises(errors.UnimplementedError, match="PyFunc"):
         bundle.session.run("evil:0", {"x:0": np.array([1.0], np.float32)})
     with pytest.raises(errors.UnimplementedError, match="PyFunc"):
-        load_saved_model(_with_py_func(tmp_path, as_main_op=True), {"serve"})
+        load_saved_model(_with_py_func(tmp_path, as_main_op=True), {"serve"}, delegation=False)
 
 
 def test_a_failing_delegation_leaves_the_model_native_and_served(monkeypatch, caplog):

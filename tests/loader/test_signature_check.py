@@ -40,7 +40,7 @@ def _fixtures():
 
 def test_each_refused_signature_is_reported_with_its_ops_and_the_others_serve():
     folder, expected = _fixtures()
-    bundle = load_saved_model(folder / "mixed", {"serve"})
+    bundle = load_saved_model(folder / "mixed", {"serve"}, delegation=False)
     try:
         assert sorted(bundle.unavailable_signatures) == sorted(REFUSED)
         for key, ops in REFUSED.items():
@@ -63,7 +63,7 @@ def test_each_refused_signature_is_reported_with_its_ops_and_the_others_serve():
 
 def test_the_planner_refuses_exactly_the_reported_ops():
     folder, _ = _fixtures()
-    bundle = load_saved_model(folder / "mixed", {"serve"})
+    bundle = load_saved_model(folder / "mixed", {"serve"}, delegation=False)
     try:
         for key, error in bundle.unavailable_signatures.items():
             signature = bundle.signature_defs[key]
@@ -79,7 +79,7 @@ def test_the_planner_refuses_exactly_the_reported_ops():
 def test_a_model_none_of_whose_signatures_can_run_fails_to_load():
     folder, _ = _fixtures()
     with pytest.raises(errors.UnimplementedError) as info:
-        load_saved_model(folder / "only_py", {"serve"})
+        load_saved_model(folder / "only_py", {"serve"}, delegation=False)
     assert (
         str(info.value)
         == "Signature 'serving_default' cannot run here. Op types not supported: EagerPyFunc (x1)"
@@ -89,7 +89,7 @@ def test_a_model_none_of_whose_signatures_can_run_fails_to_load():
 def test_an_init_op_needing_a_refused_op_fails_the_load_before_anything_runs():
     folder, _ = _fixtures()
     with pytest.raises(errors.UnimplementedError) as info:
-        load_saved_model(folder / "tf1_init_py_func", {"serve"})
+        load_saved_model(folder / "tf1_init_py_func", {"serve"}, delegation=False)
     assert (
         str(info.value) == "The init op 'init_py_func' cannot run here. Op types not supported: PyFunc (x1)"
     )

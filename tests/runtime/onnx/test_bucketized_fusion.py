@@ -27,7 +27,7 @@ TERMINALS = ("add", "Cast", "Cast_1")
 @pytest.fixture(scope="module")
 def model():
     manifest = corpus.load_manifest("est_wide_deep")
-    bundle = load_saved_model(manifest["export_path"], manifest["cases"][0]["tags"], delegation=None)
+    bundle = load_saved_model(manifest["export_path"], manifest["cases"][0]["tags"], delegation=False)
     bundle.close()
     return bundle.session.graph, bundle.session.resources
 

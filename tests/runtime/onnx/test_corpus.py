@@ -79,7 +79,7 @@ def test_delegation_on_and_off_agree(entry):
     manifest = corpus.check_current(entry)
     tag_sets = list(dict.fromkeys(tuple(c["tags"]) for c in manifest["cases"]))
     for tags in tag_sets:
-        native, _ = run_cases(manifest, list(tags), None)
+        native, _ = run_cases(manifest, list(tags), False)
         delegated, report = run_cases(manifest, list(tags), True)
         assert report is not None, "delegation=True leaves a report on the Session"
         for (case, want), (_, got) in zip(native, delegated):

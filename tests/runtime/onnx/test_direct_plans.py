@@ -49,7 +49,7 @@ def _two_outputs():
 def test_a_delegated_model_is_one_quiet_direct_call_and_matches_native():
     path = str(REPO / "models" / "keras_mlp" / "1")
     delegated = load_saved_model(path, ["serve"], delegation=True)
-    native = load_saved_model(path, ["serve"])
+    native = load_saved_model(path, ["serve"], delegation=False)
     try:
         signature = delegated.signature_defs["serving_default"]
         fetches = [info.name for info in signature.outputs.values()]
@@ -165,7 +165,7 @@ def test_a_small_model_that_converts_whole_is_one_cluster_and_matches_native(mod
     its run is one onnxruntime call. TF2's inlined calls leave NoOps and IdentityNs in it."""
     path = str(ORACLE / model / "saved_model")
     delegated = load_saved_model(path, ["serve"], delegation=True)
-    native = load_saved_model(path, ["serve"])
+    native = load_saved_model(path, ["serve"], delegation=False)
     try:
         report = delegated.session.delegation_report
         assert len(report.clusters) == 1 and not report.native, report.summary()
@@ -231,7 +231,7 @@ def test_a_whole_signature_of_two_elementwise_ops_stays_native_with_its_variable
     constants of the plan, so the run is the two math steps. A MatMul and an add are one call."""
     path = str(ORACLE / "tf1_half_plus_two" / "saved_model")
     delegated = load_saved_model(path, ["serve"], delegation=True)
-    native = load_saved_model(path, ["serve"])
+    native = load_saved_model(path, ["serve"], delegation=False)
     try:
         assert not delegated.session.delegation_report.clusters
         feeds, fetches = ["x:0"], ["y:0"]  # predict_x_to_y

@@ -32,7 +32,7 @@ EXPECTED = {
 def folded_graph(name: str):
     """The model's graph with its variable lookups folded to constant tables, and its resources."""
     manifest = corpus.load_manifest(name)
-    bundle = load_saved_model(manifest["export_path"], manifest["cases"][0]["tags"], delegation=None)
+    bundle = load_saved_model(manifest["export_path"], manifest["cases"][0]["tags"], delegation=False)
     graph = bundle.session.graph
     folded = Graph(functions=graph.functions)
     folded.import_graph_def(fold_gathers(graph, set(graph.get_operations()), bundle.session.resources))
@@ -129,7 +129,7 @@ def test_lookups_whose_intermediates_are_read_elsewhere_stay():
 
 def test_lookups_of_variables_stay():
     manifest = corpus.load_manifest("est_wide_deep")
-    bundle = load_saved_model(manifest["export_path"], manifest["cases"][0]["tags"], delegation=None)
+    bundle = load_saved_model(manifest["export_path"], manifest["cases"][0]["tags"], delegation=False)
     bundle.close()
     graph = bundle.session.graph
     # its tables are still ResourceGathers of variables

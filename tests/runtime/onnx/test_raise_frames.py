@@ -42,7 +42,7 @@ def _read(manifest: dict, relative: str) -> np.ndarray:
 def test_raised_frames_run_as_tf_does(name):
     manifest = corpus.check_current(ENTRIES[name])
     tags = manifest["cases"][0]["tags"]
-    bundle = load_saved_model(manifest["export_path"], tags, delegation=None)
+    bundle = load_saved_model(manifest["export_path"], tags, delegation=False)
     try:
         session = bundle.session
         before = session.graph.as_graph_def()
@@ -74,7 +74,7 @@ def test_raised_frames_run_as_tf_does(name):
 
 def test_raising_is_pure():
     manifest = corpus.check_current(ENTRIES["cf_v1_map_fn"])
-    bundle = load_saved_model(manifest["export_path"], manifest["cases"][0]["tags"], delegation=None)
+    bundle = load_saved_model(manifest["export_path"], manifest["cases"][0]["tags"], delegation=False)
     try:
         before = bundle.session.graph.as_graph_def()
         library = dict(bundle.session.graph.functions)

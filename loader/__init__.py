@@ -15,7 +15,7 @@ from loader.bundle import (
     restore_variables,
     run_init_op,
 )
-from loader.fingerprint import read_fingerprint
+from loader.fingerprint import model_identity, read_fingerprint
 from loader.meta_graph import select_meta_graph, tag_sets
 from loader.saved_model import maybe_saved_model_directory, read_saved_model, variables_prefix
 
@@ -25,6 +25,7 @@ __all__ = [
     "load",
     "load_saved_model",
     "maybe_saved_model_directory",
+    "model_identity",
     "read_fingerprint",
     "read_saved_model",
     "resolve_assets",

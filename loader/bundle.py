@@ -32,7 +32,7 @@ import numpy as np
 
 from apis.tensorflow.core.protobuf import fingerprint_pb2, meta_graph_pb2
 from loader.assets import resolve_assets
-from loader.fingerprint import read_fingerprint
+from loader.fingerprint import model_identity, read_fingerprint
 from loader.meta_graph import select_meta_graph
 from loader.saved_model import read_saved_model, variables_prefix
 from runtime import errors, signature_check
@@ -77,11 +77,12 @@ class SavedModelBundle:
             close()
 
 
-def _delegate(session, delegation, served) -> None:
+def _delegate(session, delegation, served, cluster_cache, identity: str) -> None:
     """onnxruntime delegation, which only ever speeds a model up: if rewriting the graph fails,
     the model loads with every op on the numpy kernels, and the reason is logged."""
     try:
-        session.delegate(None if delegation is True else delegation, served)
+        options = None if delegation is True else delegation
+        session.delegate(options, served, cluster_cache, identity)
     except Exception as exc:  # noqa: BLE001 - a model that runs natively is still served
         logger.warning(
             "onnxruntime delegation failed, every op runs on the numpy kernels: %s: %s",
@@ -104,7 +105,11 @@ def load(sess, tags: Iterable[str], export_dir: str) -> meta_graph_pb2.MetaGraph
 
 
 def load_saved_model(
-    export_dir: str, tags: Iterable[str] = ("serve",), session_config=None, delegation=True
+    export_dir: str,
+    tags: Iterable[str] = ("serve",),
+    session_config=None,
+    delegation=True,
+    cluster_cache: str | os.PathLike | None = None,
 ) -> SavedModelBundle:
     """A new Session over a new Graph with the SavedModel loaded, like C++ ``LoadSavedModel``.
 
@@ -112,6 +117,10 @@ def load_saved_model(
     ``runtime.onnx.DelegationOptions`` rewrites the Session's graph after restore and init so that
     op clusters feeding the signatures run in onnxruntime (``Session.delegate``; report in
     ``session.delegation_report``); False (or None) keeps every op on the numpy kernels.
+    ``cluster_cache``: a directory keeping that rewrite and the converted, validated clusters,
+    keyed by the model's fingerprint and tag set and the converter's version, so that the next
+    load of this model (a restart, another replica sharing the directory) skips converting and
+    validating (``runtime/onnx/cluster_cache.py``). None: no cache.
     """
     from runtime.graph import Graph  # the runtime core; imported here to keep `import loader` light
     from runtime.session import Session
@@ -128,7 +137,11 @@ def load_saved_model(
         signature_check.check_some_signature_runs(meta_graph_def, unavailable, export_dir)
         fingerprint = read_fingerprint(export_dir)
         if delegation:
-            _delegate(session, delegation, signature_tensors(meta_graph_def, skip=unavailable))
+            served = signature_tensors(meta_graph_def, skip=unavailable)
+            identity = ""
+            if cluster_cache is not None:
+                identity = f"{model_identity(export_dir, fingerprint)} tags {sorted(tags)}"
+            _delegate(session, delegation, served, cluster_cache, identity)
     except BaseException:
         close = getattr(session, "close", None)
         if close is not None:

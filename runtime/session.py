@@ -72,6 +72,7 @@ class Session:
         self._closed = False
         self._check_feed_shapes = check_feed_shapes
         self.delegation_report = None  # set by delegate(): what runs in onnxruntime
+        self.cluster_constants = None  # set by delegate(): the weights its clusters read by name
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -218,17 +219,21 @@ class Session:
         return plan
 
     # -- onnxruntime delegation ---------------------------------------------------------------
-    def delegate(self, options=None, signatures=None):
+    def delegate(self, options=None, signatures=None, cache_dir=None, model_identity: str = ""):
         """Rewrites this Session's graph once so that clusters of ops run in onnxruntime.
 
         Call after variables are restored and initialised (frozen reads take their values then).
         ``options``: a ``runtime.onnx.DelegationOptions`` (``enabled=False`` keeps everything
         native); ``signatures``: what will be run, as (feed names, fetch names) pairs, or None
-        for the whole graph. Returns the ``DelegationReport``, also kept as ``delegation_report``.
-        ``runtime.onnx`` is imported by name, on demand: onnxruntime loads only in Sessions that
-        delegate, and stays out of the static imports of the layers above the runtime.
+        for the whole graph. ``cache_dir``: the cluster cache's directory (None: none), which
+        keeps the rewritten graph and converted clusters of the model ``model_identity`` names
+        (``runtime/onnx/cluster_cache.py``). Returns the ``DelegationReport``, also kept as
+        ``delegation_report``. ``runtime.onnx`` is imported by name, on demand: onnxruntime loads
+        only in Sessions that delegate, and stays out of the static imports of the layers above.
         """
-        return importlib.import_module("runtime.onnx").delegate(self, options, signatures)
+        onnx = importlib.import_module("runtime.onnx")
+        cache = onnx.ClusterCache(cache_dir, model_identity) if cache_dir is not None else None
+        return onnx.delegate(self, options, signatures, cache)
 
     def _replace_graph(self, graph: Graph) -> None:
         """Runs ``graph`` (delegation's rewrite, same tensor names) from now on; plans are rebuilt."""

@@ -113,6 +113,13 @@ FLAGS: tuple[Flag, ...] = (
         "Extension: run op clusters that map to ONNX in onnxruntime, validated against the numpy "
         "kernels on first run (default true; false runs every op on the numpy kernels).",
     ),
+    Flag(
+        "onnx_cluster_cache_dir",
+        STRING,
+        "Extension: a directory keeping each model's delegated graph and converted, validated "
+        "clusters, keyed by its fingerprint, so a restart or another replica sharing it skips "
+        "converting and validating (default: none).",
+    ),
 )
 
 _INT_RE = re.compile(r"\s*[+-]?\d+")

@@ -81,6 +81,7 @@ class ServerOptions:
     xla_gpu_compilation_enabled: bool = False
     skip_initialize_tpu: bool = False
     onnx_delegation: bool = True  # extension: onnxruntime delegation (runtime/onnx); false turns it off
+    onnx_cluster_cache_dir: str = ""  # extension: the cluster cache's directory (empty: none)
     version: bool = False
 
     def replace(self, **changes) -> ServerOptions:

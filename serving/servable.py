@@ -118,10 +118,13 @@ def saved_model_load_fn(options) -> Callable[[str, ServableId], Any]:
     tags = set(options.saved_model_tag_set)
     config = session_config(options)
     delegation = options.onnx_delegation
+    cache = options.onnx_cluster_cache_dir or None
 
     def load(export_dir: str, servable_id: ServableId) -> Any:
         from loader import load_saved_model  # the loader is imported only when a model loads
 
-        return load_saved_model(export_dir, tags=tags, session_config=config, delegation=delegation)
+        return load_saved_model(
+            export_dir, tags=tags, session_config=config, delegation=delegation, cluster_cache=cache
+        )
 
     return load

@@ -19,6 +19,7 @@ from runtime.onnx import (  # noqa: F401 - registers
     rnn_ops,
 )
 from runtime.onnx.cluster import ClusterRunner, runner_of
+from runtime.onnx.cluster_cache import ClusterCache
 from runtime.onnx.converter import CONVERTERS, OPSET, NotConvertible, convert_subgraph, converter
 from runtime.onnx.delegate import delegate
 from runtime.onnx.options import DelegationOptions, gpu_available
@@ -29,6 +30,7 @@ __all__ = [
     "CONVERTERS",
     "OPSET",
     "Cluster",
+    "ClusterCache",
     "ClusterRunner",
     "DelegationOptions",
     "DelegationReport",

@@ -15,6 +15,7 @@ signature serves every thread; compiling takes the runner's lock.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import weakref
@@ -56,8 +57,17 @@ class ClusterRunner:
         report=None,
         flops: float | None = None,
         native_subgraph: bytes = b"",
+        constants: tuple[list[str], list[str], object] | None = None,
+        cache=None,
     ):
+        """``constants``: (placeholders of the subgraph, the ops of the Session's graph whose values
+        they take, the ``ClusterConstants`` that knows those values), for weights read by name.
+        ``cache``: the ``ClusterCache`` converted models are read from and written to."""
         self.name = name
+        self._cache = cache
+        self._subgraph_digest = (
+            hashlib.sha256(subgraph + b"\0" + native_subgraph).hexdigest() if cache else ""
+        )
         self._graph_def = graph_pb2.GraphDef.FromString(subgraph)
         # What runs natively (validation, fallback): the same ops, loops with delegated bodies.
         self._native_def = (
@@ -84,6 +94,7 @@ class ClusterRunner:
         self._native_only = False
         self._lock = threading.Lock()
         self.providers: list[str] = []
+        self._constant_inputs, self._constant_names, self._constants = constants or ([], [], None)
 
     def __call__(self, *inputs):
         # The hot path: non-empty ndarrays of a signature already compiled (onnxruntime copies
@@ -242,27 +253,36 @@ class ClusterRunner:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _compile(self, signature: Signature, inputs) -> tuple[object, list]:
-        """The session for ``signature`` (or _NATIVE) and this first run's outputs."""
+        """The session for ``signature`` (or _NATIVE) and this first run's outputs: from the
+        cluster cache where it holds this signature (neither converted nor validated again),
+        else converted and validated against the native kernels (then written to the cache)."""
+        providers = options_lib.providers(self._options, self._device)
+        cpu_only = all(p == "CPUExecutionProvider" for p in providers)  # its Gather checks bounds
+        key = (
+            self._cache_key(signature, providers)
+            if self._cache is not None and not self._native_only
+            else None
+        )
+        entry = self._cache.read("onnx", key) if key is not None else None
+        if entry is not None:
+            compiled = self._from_cache(entry.payload, providers, inputs)
+            if compiled is not None:
+                return compiled
         native = self._run_native(inputs) if self._options.validate or self._native_only else None
         if self._native_only:
             return _NATIVE, native
         try:
-            providers = options_lib.providers(self._options, self._device)
-            cpu_only = all(p == "CPUExecutionProvider" for p in providers)  # its Gather checks bounds
-            model = convert_subgraph(self._graph_def, self._inputs, self._outputs, signature, cpu_only)
-            session = ort.InferenceSession(
-                model.SerializeToString(),
-                options_lib.session_options(self._options, self._flops),
-                providers=providers,
+            constants = dict(zip(self._constant_inputs, self._constant_values()))
+            model = convert_subgraph(
+                self._graph_def, self._inputs, self._outputs, signature, cpu_only, constants
             )
-            session.text_tables = text_table.tables_of(model)  # (what ``_fast_run`` reads)
-            self.providers = session.get_providers()
+            data = model.SerializeToString()
+            del model, constants
+            session = self._session(data, providers)
         except Exception as exc:  # noqa: BLE001 - any failure to convert or compile means native
             return self._fall_back(f"not converted: {type(exc).__name__}: {exc}", native, inputs)
         try:
-            ours = session.run(None, {f"input_{i}": _contiguous(x) for i, x in enumerate(inputs)})
-            for i, (table, axis) in session.text_tables.items():
-                ours[i] = text_table.take(table, ours[i], axis)
+            ours = self._first_run(session, inputs)
         except Exception as exc:  # noqa: BLE001 - a bad input raises TF's error here (compiled again next time)
             native = native if native is not None else self._run_native(inputs)
             return self._fall_back(f"not converted: {type(exc).__name__}: {exc}", native, inputs)
@@ -273,7 +293,50 @@ class ClusterRunner:
                 problem = self._mismatch(ours, native)
             if problem is not None:
                 return self._fall_back(f"validation failed: {problem}", native, inputs)
+            if key is not None:  # converted and validated: what the next start reads
+                self._cache.write("onnx", key, data, {"cluster": self.name})
         return session, ours
+
+    def _session(self, data: bytes, providers: list[str]) -> ort.InferenceSession:
+        session = ort.InferenceSession(
+            data, options_lib.session_options(self._options, self._flops), providers=providers
+        )
+        session.text_tables = text_table.tables_of_session(session)  # (what ``_fast_run`` reads)
+        self.providers = session.get_providers()
+        return session
+
+    def _first_run(self, session: ort.InferenceSession, inputs) -> list:
+        ours = session.run(None, {f"input_{i}": _contiguous(x) for i, x in enumerate(inputs)})
+        for i, (table, axis) in session.text_tables.items():
+            ours[i] = text_table.take(table, ours[i], axis)
+        return ours
+
+    def _from_cache(self, data: bytes, providers: list[str], inputs) -> tuple[object, list] | None:
+        """The cached model's session and first outputs, or None where it fails (then it is
+        converted again)."""
+        try:
+            session = self._session(data, providers)
+            ours = self._first_run(session, inputs)
+        except Exception as exc:  # noqa: BLE001 - a bad input fails here too: the general path answers
+            logger.info("onnxruntime cluster %s: cached model not used: %s", self.name, exc)
+            return None
+        if _guarded(session) and ours.pop() < 0:
+            return session, self._run_native(inputs)
+        return session, ours
+
+    def _cache_key(self, signature: Signature, providers: list[str]) -> str:
+        """What this cluster's converted model depends on beyond the model and the converter."""
+        return self._cache.key(
+            "onnx",
+            self._subgraph_digest,
+            self._inputs,
+            self._outputs,
+            self._constant_names,
+            list(signature.dtypes),
+            list(signature.ranks),
+            providers,
+            [self._options.validate, self._options.rtol, self._options.atol],
+        )
 
     def _fall_back(self, why: str, native, inputs) -> tuple[object, list]:
         self._native_only = True
@@ -301,10 +364,13 @@ class ClusterRunner:
                 return f"{where}: values differ"
         return None
 
+    def _constant_values(self) -> list[np.ndarray]:
+        return self._constants.values(self._constant_names) if self._constant_names else []
+
     def _run_native(self, inputs) -> list:
         if self._native_plan is None:
             graph = Graph.from_graph_def(self._native_def)
-            feeds = [graph.get_tensor_by_name(f"{n}:0") for n in self._inputs]
+            feeds = [graph.get_tensor_by_name(f"{n}:0") for n in [*self._inputs, *self._constant_inputs]]
             fetches = [graph.get_tensor_by_name(t) for t in self._outputs]
             resources, functions = None, None
             if graph.functions:  # a While's cond and body: they hold no resources (see delegate)
@@ -313,7 +379,8 @@ class ClusterRunner:
             self._native_plan = build_plan(feeds, fetches, (), resources, functions)
         with np.errstate(all="ignore"):  # the kernel is registered quiet: runs skip np.errstate
             try:
-                return [np.asarray(v) for v in run_plan(self._native_plan, list(inputs))]
+                values = [*inputs, *self._constant_values()]
+                return [np.asarray(v) for v in run_plan(self._native_plan, values)]
             except errors.OpError as exc:  # TF's error names the model's node, not the cluster
                 exc.names_the_model_node = True
                 raise
@@ -384,18 +451,32 @@ def _contiguous(x) -> np.ndarray:
 
 _RUNNERS: weakref.WeakKeyDictionary[Operation, ClusterRunner] = weakref.WeakKeyDictionary()
 _RUNNERS_LOCK = threading.Lock()
-# Per delegation key (cluster nodes inside function bodies carry it): its options and report.
-_CONTEXTS: dict[str, tuple[options_lib.DelegationOptions, object]] = {}
+# Per delegation key (every cluster node carries it): its options, report, (weakly: the Session
+# owns them) cluster constants and cluster cache, for runners attached late (in function bodies).
+_CONTEXTS: dict[str, tuple] = {}
 
 
-def register_context(key: str, options: options_lib.DelegationOptions, report) -> None:
+def register_context(
+    key: str, options: options_lib.DelegationOptions, report, constants=None, cache=None
+) -> None:
     with _RUNNERS_LOCK:
-        _CONTEXTS[key] = (options, report)
+        _CONTEXTS[key] = (options, report, weakref.ref(constants) if constants is not None else None, cache)
 
 
-def attach(op: Operation, options: options_lib.DelegationOptions, report=None) -> ClusterRunner:
-    """The runner of cluster node ``op``, created from its attrs with ``options``."""
+def attach(
+    op: Operation, options: options_lib.DelegationOptions, report=None, constants=None, cache=None
+) -> ClusterRunner:
+    """The runner of cluster node ``op``, created from its attrs with ``options``; ``constants``:
+    the ``ClusterConstants`` answering for its weights read by name (``constant_names``);
+    ``cache``: the ``ClusterCache`` its converted models are kept in (None: none)."""
     attr = op.node_def.attr
+    named = None
+    if "constant_names" in attr:
+        named = (
+            [n.decode() for n in attr["constant_inputs"].list.s],
+            [n.decode() for n in attr["constant_names"].list.s],
+            constants,
+        )
     runner = ClusterRunner(
         op.name,
         attr["subgraph"].s,
@@ -406,6 +487,8 @@ def attach(op: Operation, options: options_lib.DelegationOptions, report=None) -
         report,
         attr["flops"].f if "flops" in attr else None,
         attr["native_subgraph"].s if "native_subgraph" in attr else b"",
+        named,
+        cache,
     )
     with _RUNNERS_LOCK:
         _RUNNERS[op] = runner
@@ -427,8 +510,9 @@ def _runner_for(ctx) -> ClusterRunner:
     if runner is None:  # in a function body (instantiated late), or a fused GraphDef imported anew
         attr = ctx.op.node_def.attr
         key = attr["key"].s.decode() if "key" in attr else ""
-        options, report = _CONTEXTS.get(key, (options_lib.DelegationOptions(), None))
+        context = _CONTEXTS.get(key, (options_lib.DelegationOptions(), None, None, None))
+        options, report, constants, cache = context
         with _RUNNERS_LOCK:
             runner = _RUNNERS.get(ctx.op)
-        runner = runner or attach(ctx.op, options, report)
+        runner = runner or attach(ctx.op, options, report, constants() if constants else None, cache)
     return runner

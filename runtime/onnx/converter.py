@@ -385,13 +385,16 @@ def convert_subgraph(
     output_names: Sequence[str],
     signature: Signature,
     checks_bounds: bool = True,
+    constants: Mapping[str, np.ndarray] | None = None,
 ) -> onnx.ModelProto:
     """The ONNX model of a cluster's GraphDef for one input signature (NotConvertible if none).
 
     ``graph_def`` lists its nodes in a topological order; ``input_names`` are its Placeholder
     nodes, in the cluster's input order; ``output_names`` its output tensors (``node:i``).
     ``checks_bounds``: the model runs where Gather rejects indices past the end (the CPU).
+    ``constants``: the values of its other Placeholders (weights read by name), initializers here.
     """
+    constants = constants or {}
     b = Builder(
         library={f.signature.name: f for f in graph_def.library.function}, checks_bounds=checks_bounds
     )
@@ -399,6 +402,9 @@ def convert_subgraph(
     graph_inputs = []
     position = {name: i for i, name in enumerate(input_names)}
     for node in graph_def.node:
+        if node.op == "Placeholder" and node.name in constants:
+            by_tensor[f"{node.name}:0"] = b.const(constants[node.name], node.name)
+            continue
         if node.op == "Placeholder":
             i = position[node.name]
             elem, rank = onnx_type(signature.dtypes[i]), signature.ranks[i]

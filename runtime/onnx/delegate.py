@@ -30,6 +30,7 @@ The report (``DelegationReport``) is returned, kept on the Session and logged.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import itertools
 import logging
@@ -44,6 +45,8 @@ from runtime.kernels import lookup as kernel_lookup
 from runtime.onnx import cluster as cluster_lib
 from runtime.onnx import partition
 from runtime.onnx.bucketized_fusion import fuse_bucketized_columns
+from runtime.onnx.cluster_cache import ClusterCache, cached_plan, store_plan
+from runtime.onnx.cluster_constants import ClusterConstants
 from runtime.onnx.constant_folding import fold_constants, frozen_chains
 from runtime.onnx.control_flow_ops import WHILE_OPS
 from runtime.onnx.embedding_fusion import fuse_embedding_lookups
@@ -65,10 +68,17 @@ _KEYS = itertools.count()
 _WRITE_PREFIXES = ("Assign", "ResourceScatter", "Scatter", "ResourceApply", "Apply", "ResourceSparseApply")
 
 
-def delegate(session, options: DelegationOptions | None = None, signatures: Iterable | None = None):
+def delegate(
+    session,
+    options: DelegationOptions | None = None,
+    signatures: Iterable | None = None,
+    cache: ClusterCache | None = None,
+):
     """Rewrites ``session``'s graph (see the module docstring); returns the DelegationReport.
 
     ``signatures``: what will be run, as (feed names, fetch names) pairs (see ``served_region``).
+    ``cache``: where the rewritten graph and its converted clusters are kept between processes
+    (``cluster_cache.py``): a hit skips steps 1-4, and each cluster's conversion and validation.
     """
     if getattr(session, "delegation_report", None) is not None:
         return session.delegation_report  # once per Session: the graph is already rewritten
@@ -77,8 +87,30 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
         report = DelegationReport(enabled=False)
         session.delegation_report = report
         return report
-    original = session.graph
     key = f"delegation-{next(_KEYS)}"
+    plan_key = cache.key("plan", _plan_parts(options, signatures)) if cache is not None else None
+    planned = cached_plan(cache, plan_key, session.graph.functions, key) if cache is not None else None
+    if planned is not None:
+        fused_def, library, report = planned
+        constants = ClusterConstants(session)  # computed in the Session when a cluster needs them
+    else:
+        fused_def, library, report, frozen = _delegated(session, options, signatures, key)
+        constants = ClusterConstants(session, _named_constants(fused_def, frozen))
+        if cache is not None:
+            store_plan(cache, plan_key, fused_def, library, session.graph.functions, report)
+    _install(session, fused_def, library, report, constants, options, key, cache)
+    logger.info("%s", report.summary())
+    return report
+
+
+def _plan_parts(options: DelegationOptions, signatures) -> list:
+    """What a delegated graph depends on besides the model and the converter."""
+    return [dataclasses.asdict(options), uses_gpu(options), _pairs(signatures) if signatures else None]
+
+
+def _delegated(session, options: DelegationOptions, signatures, key: str):
+    """Steps 1-4: (the fused GraphDef, its function library, the report, the frozen values)."""
+    original = session.graph
     partitioning = {  # propose_clusters' keyword arguments, for the graph and function bodies
         "min_cluster_ops": options.min_cluster_ops,
         "heavy_flops": options.heavy_cluster_flops,
@@ -114,25 +146,45 @@ def delegate(session, options: DelegationOptions | None = None, signatures: Iter
     within = {op.name: key for op, key in needed.items() if op.name not in fed}
     clusters = partition.propose_clusters(inlined, frozen, within, **partitioning)
     fused_def = partition.fuse(
-        inlined, clusters, frozen, {op.name for op in region}, fetched_tensors(signatures)
+        inlined, clusters, frozen, {op.name for op in region}, fetched_tensors(signatures), by_name=True
     )
+    for node in fused_def.node:
+        if node.op == partition.CLUSTER_OP:
+            node.attr["key"].s = key.encode()
     add_loop_fallbacks(fused_def, key, partitioning)
     drop_inert_control_edges(fused_def, frozen)
+    report = build_report(inlined, region, clusters, frozen, note, reads)
+    report.clusters.extend(body_clusters)
+    report.native.update(body_native)
+    return fused_def, library, report, frozen
+
+
+def _install(session, fused_def, library, report, constants, options, key: str, cache) -> None:
+    """Step 5: the Session runs the fused graph, a runner per cluster."""
+    original = session.graph
     fused = Graph(functions=library)
     fused.import_graph_def(fused_def)
     _copy_collections(original, fused)
     if original.finalized:
         fused.finalize()
-    report = build_report(inlined, region, clusters, frozen, note, reads)
-    report.clusters.extend(body_clusters)
-    report.native.update(body_native)
-    cluster_lib.register_context(key, options, report)
-    for spec in clusters:
-        cluster_lib.attach(fused.get_operation_by_name(spec.name), options, report)
+    cluster_lib.register_context(key, options, report, constants, cache)
+    for op in fused.get_operations():
+        if op.type == partition.CLUSTER_OP:
+            cluster_lib.attach(op, options, report, constants, cache)
     session._replace_graph(fused)
+    session.cluster_constants = constants  # (the runners' and the context's are weak)
     session.delegation_report = report
-    logger.info("%s", report.summary())
-    return report
+
+
+def _named_constants(fused_def: graph_pb2.GraphDef, frozen: dict) -> dict[str, np.ndarray]:
+    """The frozen values clusters read by name (the rest of ``frozen`` is not kept)."""
+    names = {
+        name.decode()
+        for node in fused_def.node
+        if node.op == partition.CLUSTER_OP
+        for name in node.attr["constant_names"].list.s
+    }
+    return {name: frozen[name] for name in names if name in frozen}
 
 
 def _rewritten(inlined: Graph, signatures, options: DelegationOptions, resources) -> tuple[Graph, dict]:

@@ -389,6 +389,7 @@ def fuse(
     frozen: Mapping[str, np.ndarray] | None = None,
     region: Collection[str] | None = None,
     fetched: Collection[str] = (),
+    by_name: bool = False,
 ) -> graph_pb2.GraphDef:
     """A new GraphDef with each cluster replaced by one ``_OrtCluster`` node (module docstring).
 
@@ -396,6 +397,11 @@ def fuse(
     a cluster output (it would run the member's kept original node natively, if ever run).
     ``fetched``: tensor names the signatures fetch; each is a cluster output even when only
     members read it, so that no fetch runs a member's original node (and what it needs) again.
+    ``by_name``: frozen variable reads and constants over ``EMBEDDED_BYTES`` (a model's weights)
+    reach each cluster by name instead of as copies: a ``Placeholder`` of the subgraph listed in
+    the cluster's ``constant_inputs``, whose value is that of the graph's op of the same index in
+    ``constant_names`` (``cluster_constants.py``). Weights then live once, in the variables
+    (or the graph's own ``Const``), not again in each cluster's subgraph.
     """
     frozen = frozen or {}
     consumers = (_consumers(graph, region), _consumers(graph))
@@ -406,7 +412,7 @@ def fuse(
     replaced: dict[str, node_def_pb2.NodeDef] = {}
     added = []
     for cluster in clusters:
-        fused, identities = _fuse_one(graph, cluster, frozen, consumers)
+        fused, identities = _fuse_one(graph, cluster, frozen, consumers, by_name)
         added.append(fused)
         replaced.update(identities)
     for name, value in frozen.items():  # native readers too: a plan constant, not a step per run
@@ -417,6 +423,24 @@ def fuse(
     del result.node[:]
     result.node.extend(nodes + added)
     return result
+
+
+# Constants over this size reach clusters by name (``fuse``'s ``by_name``), smaller ones as copies.
+EMBEDDED_BYTES = 1 << 10
+
+
+def _big_constant(op: Operation) -> bool:
+    if not is_constant(op):
+        return False
+    tensor = op.node_def.attr["value"].tensor
+    return (
+        len(tensor.tensor_content) > EMBEDDED_BYTES
+        or sum(
+            len(field) for field in (tensor.float_val, tensor.int_val, tensor.int64_val, tensor.double_val)
+        )
+        * 4
+        > EMBEDDED_BYTES
+    )
 
 
 # Frozen variable reads up to this size also become Consts outside clusters (a bigger one stays a
@@ -443,11 +467,12 @@ def _common_device(devices: list[str]) -> str:
     return "/device:CPU:0" if all(map(pinned_to_cpu, devices)) else ""
 
 
-def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
+def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers, by_name: bool):
     members = set(cluster.nodes)
     ops = [graph.get_operation_by_name(n) for n in cluster.nodes]
     sub = graph_pb2.GraphDef()
     inputs: dict[str, str] = {}  # external tensor name -> placeholder
+    named: dict[str, str] = {}  # constant op -> placeholder (``by_name``)
     copied: set[str] = set()
     controls: list[str] = []
     body = []
@@ -460,6 +485,13 @@ def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
             source = tensor.op
             if source.name in members:
                 node.input.append(text)
+            elif by_name and (source.name in frozen or _big_constant(source)):
+                if source.name not in named:
+                    named[source.name] = f"_constant_{len(named)}"
+                    placeholder = sub.node.add(name=named[source.name], op="Placeholder")
+                    placeholder.attr["dtype"].type = dtypes.base_dtype(tensor.dtype)
+                    _set_output_shape(placeholder, tensor.shape)
+                node.input.append(named[source.name])
             elif is_constant(source) or source.name in frozen or source.type == "Const":  # (any dtype:
                 # one of another dtype is an input no converter reads, see ``reason``)
                 if source.name not in copied:
@@ -486,6 +518,9 @@ def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers):
     fused.attr["input_names"].list.s.extend(n.encode() for n in inputs.values())
     fused.attr["output_names"].list.s.extend(t.encode() for t in outputs)
     fused.attr["ops"].list.s.extend(n.encode() for n in cluster.nodes)
+    if named:
+        fused.attr["constant_names"].list.s.extend(n.encode() for n in named)
+        fused.attr["constant_inputs"].list.s.extend(n.encode() for n in named.values())
     fused.attr["flops"].f = sum(estimate_flops(op) for op in ops)  # sizes the thread pool
     fused.attr["device"].s = _common_device([op.device for op in ops]).encode()
     fused.attr["Tin"].list.type.extend(_dtype(graph, t) for t in inputs)

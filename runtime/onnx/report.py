@@ -136,6 +136,7 @@ class DelegationReport:
     variables_note: str = ""
     fallbacks: dict[str, str] = field(default_factory=dict)
     enabled: bool = True
+    from_cache: bool = False  # read from the cluster cache (cluster_cache.py), not computed
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -172,6 +173,7 @@ class DelegationReport:
             f"onnxruntime delegation: {len(self.clusters)} clusters, {self.delegated_ops} ops, "
             f"{100 * self.flops_share:.1f}% of estimated FLOPs; {len(self.native)} ops native; "
             f"{self.frozen_variables} variables frozen{'; ' + self.variables_note if self.variables_note else ''}"
+            f"{'; read from the cluster cache' if self.from_cache else ''}"
         ]
         for cluster in self.clusters:
             kinds = ", ".join(f"{k} x{n}" for k, n in sorted(cluster.op_types.items()))
@@ -184,3 +186,30 @@ class DelegationReport:
 
     def __str__(self) -> str:
         return self.summary()
+
+    def to_json(self) -> dict:
+        """What delegation decided (not ``fallbacks``, which runs add), as JSON values."""
+        return {
+            "clusters": [[c.name, list(c.ops), c.op_types, c.flops] for c in self.clusters],
+            "native": {name: list(kind_why) for name, kind_why in self.native.items()},
+            "native_op_flops": self.native_op_flops,
+            "native_flops": self.native_flops,
+            "frozen_variables": self.frozen_variables,
+            "variables_note": self.variables_note,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> DelegationReport:
+        """The report ``to_json`` wrote (a cached delegation's, ``cluster_cache.py``)."""
+        return cls(
+            clusters=[
+                ClusterSummary(str(name), tuple(ops), dict(kinds), float(flops))
+                for name, ops, kinds, flops in data["clusters"]
+            ],
+            native={name: (kind, why) for name, (kind, why) in data["native"].items()},
+            native_op_flops={name: float(f) for name, f in data["native_op_flops"].items()},
+            native_flops=float(data["native_flops"]),
+            frozen_variables=int(data["frozen_variables"]),
+            variables_note=str(data["variables_note"]),
+            from_cache=True,
+        )

@@ -57,6 +57,20 @@ def tables_of(model: onnx.ModelProto) -> dict[int, tuple[np.ndarray, int]]:
     return found
 
 
+def tables_of_session(session) -> dict[int, tuple[np.ndarray, int]]:
+    """``tables_of`` from an onnxruntime session's model metadata (no ONNX proto at hand: a
+    model read from the cluster cache)."""
+    metadata = session.get_modelmeta().custom_metadata_map
+    found = {}
+    for key, value in metadata.items():
+        if key.startswith(_KEY):
+            data = json.loads(value)
+            table = np.empty(len(data["items"]), object)
+            table[:] = [item.encode("utf-8") for item in data["items"]]
+            found[int(key[len(_KEY) :])] = (table.reshape(data["shape"]), data["axis"])
+    return found
+
+
 def take(table: np.ndarray, positions: np.ndarray, axis: int) -> np.ndarray:
     """The table's strings at ``positions`` along ``axis``, as TF's GatherV2 gives them."""
     result = table[positions] if axis == 0 else table.take(positions, axis=axis)  # (np.take: 4x slower)

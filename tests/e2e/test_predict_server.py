@@ -425,6 +425,21 @@ def test_predict_with_and_without_onnx_delegation_matches_tensorflow(model_serve
     assert not any("onnxruntime delegation:" in server.output() for server in native)
 
 
+def test_a_restart_reads_the_cluster_cache(model_server, tmp_path):
+    """--onnx_cluster_cache_dir (our extension): the first start converts, validates and keeps;
+    the second reads the delegated graph and converted clusters back and answers as TF does."""
+    cache = tmp_path / "cluster_cache"
+    (first,) = check_corpus_model(
+        model_server, tmp_path / "a", "keras_cnn_bn", f"--onnx_cluster_cache_dir={cache}"
+    )
+    assert "read from the cluster cache" not in first.output()
+    assert {p.suffix for p in cache.iterdir()} == {".onnx", ".plan"}
+    (second,) = check_corpus_model(
+        model_server, tmp_path / "b", "keras_cnn_bn", f"--onnx_cluster_cache_dir={cache}"
+    )
+    assert "read from the cluster cache" in second.output()
+
+
 def check_corpus_model(model_server, tmp_path, name, *flags):
     """Serves every tag set of a corpus model and checks every case against TF's outputs."""
     data = corpus.load_manifest(name)

@@ -1,0 +1,214 @@
+"""``ClusterCache``: converted, validated delegation kept on disk, so a restart or a new replica
+skips converting and validating (``--onnx_cluster_cache_dir``, ``load_saved_model(cluster_cache=)``).
+
+Two kinds of entry, each one file named by its key:
+
+- a *plan* (``<key>.plan``): the delegated graph (``partition.fuse``'s GraphDef, whose clusters
+  read weights by name, so it holds none: ``cluster_constants.py``; plus the function bodies
+  delegation added) and its ``DelegationReport``, keyed by the model, the tag set, the signatures
+  served, the delegation options and the converter version. A hit skips the graph rewrites;
+- a *cluster* (``<key>.onnx``): one cluster's ONNX model for one input signature, written once
+  it converted and its first run matched the numpy kernels, keyed by the model, the cluster's
+  subgraph, the signature and the converter version. A hit skips converting and validating.
+
+The model is the loader's ``model_identity`` (its SavedModel fingerprint) and tag set. The
+converter version is the SHA-256 of the runtime's own sources and the onnx and onnxruntime
+versions: an entry is never trusted across versions.
+
+File format, parsed here (nothing is unpickled, nothing executed)::
+
+    b"SMSCACHE1\\n"                 magic
+    8 bytes, big-endian            header length (at most MAX_HEADER_BYTES)
+    header                         JSON: kind, key, converter, payload_bytes, payload_sha256, meta
+    payload                        ONNX model bytes, or the serialized GraphDef of a plan
+
+An entry that fails any check (a torn or corrupt file, another key, another version) is ignored
+and rebuilt. Entries are written to a temporary file in the directory and renamed into place, so
+replicas sharing a directory read whole entries or none. The directory is as trusted as the
+model directories: an entry's model runs as it is. Thread-safe (no state but the directory).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+import onnxruntime
+from google.protobuf.message import DecodeError
+
+from apis.tensorflow.core.framework import graph_pb2
+from runtime.onnx.partition import CLUSTER_OP
+from runtime.onnx.report import DelegationReport
+
+logger = logging.getLogger(__name__)
+
+MAGIC = b"SMSCACHE1\n"
+MAX_HEADER_BYTES = 1 << 20
+_LENGTH_BYTES = 8
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What an entry holds: its payload and the metadata stored with it."""
+
+    payload: bytes
+    meta: dict
+
+
+@functools.cache
+def converter_version() -> str:
+    """The SHA-256 of every source file of the runtime and the onnx and onnxruntime versions:
+    whatever could change a conversion, a partition or a validation changes it."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256(f"onnx {onnx.__version__} onnxruntime {onnxruntime.__version__}".encode())
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def key_of(*parts: object) -> str:
+    """One key from parts (strings, bytes, numbers, lists of them): the SHA-256 of their JSON
+    (bytes by their own SHA-256)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, bytes):
+            part = "sha256:" + hashlib.sha256(part).hexdigest()
+        digest.update(json.dumps(part, sort_keys=True, default=str).encode() + b"\0")
+    return digest.hexdigest()
+
+
+class ClusterCache:
+    """Plans and clusters of one SavedModel, in ``directory`` (created when first written)."""
+
+    def __init__(self, directory: str | os.PathLike, model: str):
+        self.directory = Path(directory)
+        self.model = model  # the SavedModel and MetaGraphDef: part of every key
+
+    def key(self, kind: str, *parts: object) -> str:
+        return key_of(kind, converter_version(), self.model, *parts)
+
+    def read(self, kind: str, key: str) -> Entry | None:
+        """The entry of ``key``, or None where there is none or it fails a check (logged)."""
+        path = self._path(kind, key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            logger.warning("cluster cache: cannot read %s: %s", path, exc)
+            return None
+        try:
+            return _parse(data, kind, key)
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            logger.warning("cluster cache: ignoring %s (rebuilt): %s", path, exc)
+            return None
+
+    def write(self, kind: str, key: str, payload: bytes, meta: dict | None = None) -> None:
+        """Stores an entry atomically (temporary file, then rename); failures are logged only:
+        a cache that cannot be written costs time, never a model."""
+        header = json.dumps(
+            {
+                "kind": kind,
+                "key": key,
+                "converter": converter_version(),
+                "payload_bytes": len(payload),
+                "payload_sha256": hashlib.sha256(payload).hexdigest(),
+                "meta": meta or {},
+            }
+        ).encode()
+        path = self._path(kind, key)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=self.directory)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    _write_all(out, [MAGIC, len(header).to_bytes(_LENGTH_BYTES, "big"), header, payload])
+                os.chmod(tmp, 0o644)  # (mkstemp makes it 0600: replicas may run as other users)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            logger.warning("cluster cache: cannot write %s: %s", path, exc)
+
+    def _path(self, kind: str, key: str) -> Path:
+        return self.directory / f"{key}.{kind}"
+
+
+def _write_all(out, parts: Iterable[bytes]) -> None:
+    for part in parts:
+        out.write(part)
+
+
+def _parse(data: bytes, kind: str, key: str) -> Entry:
+    """The entry in ``data``, checked against the expected kind, key and converter version."""
+    if not data.startswith(MAGIC):
+        raise ValueError("not a cache entry")
+    start = len(MAGIC) + _LENGTH_BYTES
+    length = int.from_bytes(data[len(MAGIC) : start], "big")
+    if length > MAX_HEADER_BYTES or start + length > len(data):
+        raise ValueError(f"header of {length} bytes")
+    header = json.loads(data[start : start + length].decode("utf-8"))
+    if not isinstance(header, dict):
+        raise ValueError("header is not an object")
+    for field, expected in (("kind", kind), ("key", key), ("converter", converter_version())):
+        if header.get(field) != expected:
+            raise ValueError(f"{field} {header.get(field)!r} is not {expected!r}")
+    payload = data[start + length :]
+    if header["payload_bytes"] != len(payload):
+        raise ValueError(f"payload of {len(payload)} bytes, {header['payload_bytes']} expected")
+    if header["payload_sha256"] != hashlib.sha256(payload).hexdigest():
+        raise ValueError("payload checksum mismatch")
+    meta = header.get("meta", {})
+    if not isinstance(meta, dict):
+        raise ValueError("meta is not an object")
+    return Entry(payload, meta)
+
+
+# -- plans -----------------------------------------------------------------------------------
+
+
+def store_plan(cache: ClusterCache, key: str, fused_def, library, original_functions, report) -> None:
+    """Writes a delegated graph: its nodes, the function bodies delegation added to the model's
+    library (the rest is the model's own), its report."""
+    stored = graph_pb2.GraphDef()
+    stored.node.extend(fused_def.node)
+    stored.versions.CopyFrom(fused_def.versions)
+    stored.library.function.extend(
+        library[name] for name in sorted(library) if name not in original_functions
+    )
+    _rekey(stored, "")  # (a process's own key: the reader sets its own)
+    cache.write("plan", key, stored.SerializeToString(deterministic=True), {"report": report.to_json()})
+
+
+def _rekey(graph_def, delegation_key: str) -> None:
+    """Sets the delegation key of every cluster node, in the graph and its functions."""
+    for node in [*graph_def.node, *(n for f in graph_def.library.function for n in f.node_def)]:
+        if node.op == CLUSTER_OP:
+            node.attr["key"].s = delegation_key.encode()
+
+
+def cached_plan(cache: ClusterCache, key: str, original_functions, delegation_key: str):
+    """(fused GraphDef, function library, report) of a stored plan, its cluster nodes given
+    ``delegation_key`` (the process's own: clusters find their context by it); None on a miss."""
+    entry = cache.read("plan", key)
+    if entry is None:
+        return None
+    try:
+        fused_def = graph_pb2.GraphDef.FromString(entry.payload)
+        report = DelegationReport.from_json(entry.meta["report"])
+    except (DecodeError, KeyError, TypeError, ValueError) as exc:
+        logger.warning("cluster cache: ignoring plan %s (rebuilt): %s", key, exc)
+        return None
+    _rekey(fused_def, delegation_key)
+    added = {f.signature.name: f for f in fused_def.library.function}
+    del fused_def.library.function[:]
+    return fused_def, {**original_functions, **added}, report

@@ -1,0 +1,200 @@
+"""The cluster cache (``runtime/onnx/cluster_cache.py``): a second load of a model reads its
+delegated graph and converted clusters instead of rewriting, converting and validating again; a
+corrupt entry, another converter version or another model is a miss, rebuilt; entries are
+whole or absent, whoever writes them at the same time. Outputs are TF's throughout.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from apis.tensorflow.core.framework import tensor_pb2
+from loader import load_saved_model, model_identity, read_fingerprint
+from runtime import tensor_util
+from runtime.onnx import cluster_cache
+from runtime.onnx.cluster_cache import ClusterCache
+from tests.oracle import catalog, corpus
+
+MODEL = "keras_cnn_bn"  # a convolution, batch norms (frozen chains), one cluster
+delegate_module = sys.modules["runtime.onnx.delegate"]
+cluster_module = sys.modules["runtime.onnx.cluster"]
+
+
+@pytest.fixture(scope="module")
+def manifest():
+    (entry,) = [e for e in catalog.discover() if e.name == MODEL]
+    return corpus.check_current(entry)
+
+
+def read_tensor(manifest: dict, relative: str) -> np.ndarray:
+    return tensor_util.make_ndarray(
+        tensor_pb2.TensorProto.FromString((manifest["dir"] / relative).read_bytes())
+    )
+
+
+def run_and_check(manifest: dict, directory: Path):
+    """Loads the model with the cache in ``directory``, runs its first case, checks TF's outputs;
+    returns the report."""
+    case = manifest["cases"][0]
+    bundle = load_saved_model(manifest["export_path"], case["tags"], cluster_cache=directory)
+    try:
+        signature = bundle.signature_defs[case["signature"]]
+        feeds = {signature.inputs[k].name: read_tensor(manifest, p) for k, p in case["inputs"].items()}
+        for key, path in case["outputs"].items():
+            got = bundle.session.run(signature.outputs[key].name, feeds)
+            np.testing.assert_allclose(got, read_tensor(manifest, path), rtol=1e-4, atol=1e-5)
+        report = bundle.session.delegation_report
+        assert report.flops_share == 1.0 and not report.fallbacks, report.summary()
+        return report
+    finally:
+        bundle.close()
+
+
+def entries(directory: Path, kind: str) -> list[Path]:
+    return sorted(directory.glob(f"*.{kind}"))
+
+
+class Counting:
+    """Counts calls of a module function (and still calls it)."""
+
+    def __init__(self, monkeypatch, module, name: str):
+        self.calls = 0
+        original = getattr(module, name)
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+
+def test_a_second_load_rewrites_converts_and_validates_nothing(manifest, tmp_path, monkeypatch):
+    cold = run_and_check(manifest, tmp_path)
+    assert len(entries(tmp_path, "plan")) == 1 and len(entries(tmp_path, "onnx")) == 1
+    delegated = Counting(monkeypatch, delegate_module, "_delegated")
+    converted = Counting(monkeypatch, cluster_module, "convert_subgraph")
+    validated = Counting(monkeypatch, cluster_module.ClusterRunner, "_run_native")
+    warm = run_and_check(manifest, tmp_path)
+    assert (delegated.calls, converted.calls, validated.calls) == (0, 0, 0)
+    assert warm.to_json() == cold.to_json()
+    assert warm.from_cache and not cold.from_cache and "read from the cluster cache" in warm.summary()
+
+
+def test_without_a_cache_directory_nothing_is_kept(manifest, tmp_path, monkeypatch):
+    written = Counting(monkeypatch, ClusterCache, "write")
+    case = manifest["cases"][0]
+    load_saved_model(manifest["export_path"], case["tags"]).close()
+    assert written.calls == 0
+
+
+@pytest.mark.parametrize("kind", ["plan", "onnx"])
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "other key"])
+def test_a_corrupt_entry_is_ignored_and_rebuilt(manifest, tmp_path, monkeypatch, kind, damage):
+    run_and_check(manifest, tmp_path)
+    (path,) = entries(tmp_path, kind)
+    good = path.read_bytes()
+    if damage == "truncate":
+        path.write_bytes(good[: len(good) // 2])
+    elif damage == "flip":
+        path.write_bytes(good[:-10] + bytes([good[-10] ^ 0x40]) + good[-9:])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:  # a whole entry, of another key, under this name
+        (other,) = [p for p in tmp_path.iterdir() if p.suffix != f".{kind}"]
+        path.write_bytes(other.read_bytes())
+    rebuilt = Counting(monkeypatch, delegate_module if kind == "plan" else cluster_module, _builder(kind))
+    run_and_check(manifest, tmp_path)
+    assert rebuilt.calls == 1
+    assert path.read_bytes() == good  # written again, whole (conversion is deterministic)
+
+
+def _builder(kind: str) -> str:
+    return "_delegated" if kind == "plan" else "convert_subgraph"
+
+
+def test_another_converter_version_is_a_miss(manifest, tmp_path, monkeypatch):
+    run_and_check(manifest, tmp_path)
+    monkeypatch.setattr(cluster_cache, "converter_version", lambda: "another version")
+    converted = Counting(monkeypatch, cluster_module, "convert_subgraph")
+    delegated = Counting(monkeypatch, delegate_module, "_delegated")
+    run_and_check(manifest, tmp_path)
+    assert (delegated.calls, converted.calls) == (1, 1)
+    assert len(entries(tmp_path, "plan")) == 2 and len(entries(tmp_path, "onnx")) == 2
+
+
+def test_the_converter_version_covers_the_runtime_sources():
+    version = cluster_cache.converter_version()
+    assert len(version) == 64
+    cluster_cache.converter_version.cache_clear()
+    assert cluster_cache.converter_version() == version  # stable while nothing changes
+
+
+def test_another_model_is_a_miss(manifest, tmp_path):
+    fingerprint = read_fingerprint(str(manifest["export_path"]))
+    identity = model_identity(str(manifest["export_path"]), fingerprint)
+    assert identity != model_identity(str(manifest["export_path"]), None)  # files, not the fingerprint
+    one, other = ClusterCache(tmp_path, identity), ClusterCache(tmp_path, identity + " changed")
+    key = one.key("onnx", "cluster")
+    one.write("onnx", key, b"model bytes")
+    assert one.read("onnx", key).payload == b"model bytes"
+    assert other.read("onnx", other.key("onnx", "cluster")) is None
+
+
+def test_an_export_without_a_fingerprint_is_named_by_its_files(tmp_path):
+    (tmp_path / "variables").mkdir()
+    (tmp_path / "saved_model.pb").write_bytes(b"graph")
+    (tmp_path / "variables" / "variables.index").write_bytes(b"index")
+    before = model_identity(str(tmp_path), None)
+    (tmp_path / "variables" / "variables.index").write_bytes(b"index, changed")
+    assert model_identity(str(tmp_path), None) != before
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"not a cache entry",
+        cluster_cache.MAGIC + (1 << 40).to_bytes(8, "big"),  # a header longer than the file
+        cluster_cache.MAGIC + (2).to_bytes(8, "big") + b"[]",  # a header that is no object
+    ],
+)
+def test_entries_that_fail_a_check_read_as_none(tmp_path, data):
+    cache = ClusterCache(tmp_path, "model")
+    key = cache.key("onnx", "cluster")
+    (tmp_path / f"{key}.onnx").write_bytes(data)
+    assert cache.read("onnx", key) is None
+
+
+def test_concurrent_writers_leave_whole_entries(tmp_path):
+    """Replicas sharing a directory: readers see a whole entry or none, never a torn one."""
+    cache = ClusterCache(tmp_path, "model")
+    key = cache.key("onnx", "cluster")
+    payloads = [bytes([i]) * (1 << 20) for i in range(4)]
+    seen, stop = [], threading.Event()
+
+    def write(payload: bytes) -> None:
+        for _ in range(20):
+            cache.write("onnx", key, payload)
+
+    def read() -> None:
+        while not stop.is_set():
+            entry = cache.read("onnx", key)
+            seen.append(None if entry is None else entry.payload)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    writers = [threading.Thread(target=write, args=(p,)) for p in payloads]
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    stop.set()
+    reader.join()
+    assert all(payload is None or payload in payloads for payload in seen)
+    assert cache.read("onnx", key).payload in payloads
+    assert [p.name for p in tmp_path.iterdir()] == [f"{key}.onnx"]  # no temporary file left

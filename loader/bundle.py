@@ -36,6 +36,7 @@ from loader.fingerprint import model_identity, read_fingerprint
 from loader.meta_graph import select_meta_graph
 from loader.saved_model import read_saved_model, variables_prefix
 from runtime import errors, signature_check
+from runtime.gc_pause import gc_paused
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +123,11 @@ def load_saved_model(
     load of this model (a restart, another replica sharing the directory) skips converting and
     validating (``runtime/onnx/cluster_cache.py``). None: no cache.
     """
+    with gc_paused():
+        return _load_saved_model(export_dir, tags, session_config, delegation, cluster_cache)
+
+
+def _load_saved_model(export_dir, tags, session_config, delegation, cluster_cache) -> SavedModelBundle:
     from runtime.graph import Graph  # the runtime core; imported here to keep `import loader` light
     from runtime.session import Session
 

@@ -27,6 +27,7 @@ import onnxruntime as ort
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import dtypes, errors
 from runtime.function import FunctionLibraryRuntime
+from runtime.gc_pause import gc_paused
 from runtime.graph import Graph, Operation
 from runtime.interpreter import fetched, run_plan
 from runtime.kernels.registry import kernel
@@ -240,7 +241,8 @@ class ClusterRunner:
                     signature = Signature(
                         tuple(dtypes.from_numpy(x.dtype) for x in inputs), tuple(x.ndim for x in inputs)
                     )
-                    entry, results = self._compile(signature, inputs)
+                    with gc_paused():  # (converting allocates much and frees little)
+                        entry, results = self._compile(signature, inputs)
                     self._compiled[key] = entry
                     if entry is not _NATIVE and not self._native_only:
                         self._runs[key] = _fast_run(entry, self._fetch_names)

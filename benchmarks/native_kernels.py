@@ -1,0 +1,170 @@
+"""The numpy kernels without delegation, op family by op family, against TF's on the same models.
+
+For each model (default: the oracle zoo) at one batch size (default 32: the case's inputs
+repeated), ours runs with every op native (``delegation=False``) and TF's session (oracle venv
+``tf221``, grappler on, as TF Serving runs it) runs the same signature, both traced
+(``RunOptions(trace_level=FULL_TRACE)``: each op's time in ``step_stats``). The time of each op
+family is summed per run; the median over ``--runs`` traced runs (after a warm-up) is printed:
+
+- convolutions: ``Conv2D`` (TF: also ``_FusedConv2D``, which adds the bias and activation);
+- depthwise: ``DepthwiseConv2dNative`` (TF: ``_FusedDepthwiseConv2dNative``);
+- matmul: ``MatMul``, ``BatchMatMul*``, ``Einsum`` (TF: ``_FusedMatMul``);
+- pooling: ``MaxPool``, ``AvgPool``.
+
+The aim: each family within 3x of TF's time (``--aim``). Tracing costs both sides a little per op;
+the families timed here are the heavy ones, where that is noise.
+
+    python benchmarks/native_kernels.py [--only zoo_mobilenet_saved ...] [--batch 32] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from apis.tensorflow.core.protobuf import config_pb2  # noqa: E402
+from benchmarks.onnx_delegation import QUIET_TF, TF_PYTHON, prepare  # noqa: E402
+from loader import load_saved_model  # noqa: E402
+from tests.oracle import catalog  # noqa: E402
+
+FAMILIES = {
+    "conv": ("Conv2D", "_FusedConv2D"),
+    "depthwise": ("DepthwiseConv2dNative", "_FusedDepthwiseConv2dNative"),
+    "matmul": ("MatMul", "_FusedMatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"),
+    "pooling": ("MaxPool", "AvgPool", "MaxPoolV2"),
+}
+_OP = re.compile(r"= ([A-Za-z0-9_]+)\(")
+
+TF_SIDE = textwrap.dedent(
+    """
+    import json, re, statistics, sys
+    import tensorflow as tf
+    from tensorflow.core.framework import tensor_pb2
+    v1 = tf.compat.v1
+    job, families = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+    family_of = {op: f for f, ops in families.items() for op in ops}
+    op_re = re.compile(r"= ([A-Za-z0-9_]+)\\(")
+    graph = tf.Graph()
+    session = v1.Session(graph=graph)
+    with graph.as_default():
+        v1.saved_model.loader.load(session, job["tags"], job["export_dir"])
+    feeds = {
+        job["input_names"][key]: tf.make_ndarray(tensor_pb2.TensorProto.FromString(open(path, "rb").read()))
+        for key, path in job["files"].items()
+    }
+    for _ in range(2):
+        session.run(job["fetches"], feeds)
+    runs = []
+    for _ in range(job["runs"]):
+        options = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE)
+        metadata = v1.RunMetadata()
+        session.run(job["fetches"], feeds, options=options, run_metadata=metadata)
+        totals = dict.fromkeys(families, 0.0)
+        for device in metadata.step_stats.dev_stats:
+            for node in device.node_stats:
+                match = op_re.search(node.timeline_label)
+                family = family_of.get(match.group(1)) if match else None
+                if family is not None:
+                    totals[family] += node.all_end_rel_micros / 1000
+        runs.append(totals)
+    print(json.dumps({f: statistics.median(r[f] for r in runs) for f in families}))
+    """
+)
+
+
+def family_of(label: str) -> str | None:
+    match = _OP.search(label)
+    if match is None:
+        return None
+    return next((f for f, ops in FAMILIES.items() if match.group(1) in ops), None)
+
+
+def ours(job: dict, batch: str, runs: int) -> dict[str, float]:
+    """Median ms per family over traced native runs."""
+    bundle = load_saved_model(job["export_dir"], job["tags"], delegation=False)
+    try:
+        signature = bundle.signature_defs[job["signature"]]
+        fetches = [info.name for info in signature.outputs.values()]
+        job["fetches"] = fetches
+        job["input_names"] = {k: v.name for k, v in signature.inputs.items()}
+        feeds = {signature.inputs[k].name: v for k, v in job["batched"][batch].items()}
+        bundle.session.run(fetches, feeds)
+        totals = []
+        for _ in range(runs):
+            options = config_pb2.RunOptions(trace_level=config_pb2.RunOptions.FULL_TRACE)
+            metadata = config_pb2.RunMetadata()
+            bundle.session.run(fetches, feeds, options=options, run_metadata=metadata)
+            run = dict.fromkeys(FAMILIES, 0.0)
+            for device in metadata.step_stats.dev_stats:
+                for node in device.node_stats:
+                    family = family_of(node.timeline_label)
+                    if family is not None:
+                        run[family] += node.all_end_rel_micros / 1000
+            totals.append(run)
+        return {f: statistics.median(r[f] for r in totals) for f in FAMILIES}
+    finally:
+        bundle.close()
+
+
+def theirs(job: dict, batch: str, runs: int) -> dict[str, float]:
+    request = {k: job[k] for k in ("tags", "export_dir", "fetches", "input_names")}
+    request.update(files=job["feeds"][batch], runs=runs)
+    result = subprocess.run(
+        [str(TF_PYTHON), "-c", TF_SIDE, json.dumps(request), json.dumps(FAMILIES)],
+        capture_output=True,
+        text=True,
+        env={**QUIET_TF, "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr[-2000:])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--only", nargs="*", help="model names (default: every zoo model)")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--aim", type=float, default=3.0, help="ours / TF per family, at most")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)
+    names = args.only or [e.name for e in catalog.discover() if e.family == "zoo"]
+    batch = str(args.batch)
+    print(f"native kernels at batch {batch}, ms per run (median of {args.runs} traced runs): ours / TF")
+    print(f"{'model':<34}" + "".join(f"{f:>26}" for f in FAMILIES))
+    misses = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            job = prepare(name, [args.batch], Path(tmp))
+            mine = ours(job, batch, args.runs)
+            tf = theirs(job, batch, args.runs)
+            cells = []
+            for family in FAMILIES:
+                if not tf[family] and not mine[family]:
+                    cells.append("-".rjust(26))
+                    continue
+                ratio = mine[family] / tf[family] if tf[family] else float("inf")
+                cells.append(f"{mine[family]:9.2f} /{tf[family]:8.2f} {ratio:5.1f}x")
+                if ratio > args.aim:
+                    misses.append(f"{name} {family}: {ratio:.1f}x")
+            print(f"{name:<34}" + "".join(cells), flush=True)
+    print(f"\nfamilies over {args.aim:g}x TF: {len(misses)}" + "".join(f"\n  {m}" for m in misses))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

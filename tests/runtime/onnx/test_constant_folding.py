@@ -8,7 +8,8 @@ import pytest
 from apis.tensorflow.core.framework import graph_pb2
 from loader import load_saved_model
 from runtime import Graph, Session, dtypes
-from runtime.onnx.constant_folding import fold_constants, foldable
+from runtime.onnx import DelegationOptions
+from runtime.onnx.constant_folding import fold_constants, foldable, frozen_chains
 from runtime.onnx.delegate import served_region
 from tests.oracle import corpus
 from tests.runtime.onnx.test_gather_folding import _node
@@ -90,3 +91,58 @@ def test_delegated_models_run_no_op_of_constants(name):
         assert not left
     finally:
         bundle.close()
+
+
+def _variable_graph() -> tuple[Graph, Session, np.ndarray]:
+    """A variable read through the chains Keras puts before its readers (Identity, Cast, Reshape,
+    a batch norm's Rsqrt(variance + eps)), a Tile that makes it bigger, a product with a fed input,
+    and a depthwise convolution whose filter is one of those chains."""
+    value = np.random.default_rng(3).uniform(0.5, 2.0, (3, 3, 2, 1)).astype(np.float32)
+    g = graph_pb2.GraphDef()
+    _node(g, "x", "Placeholder", [], dtype=F, shape=(-1, 5, 5, 2))
+    _node(g, "w", "VarHandleOp", [], dtype=F, shape=value.shape, shared_name="w")
+    _node(g, "value", "Const", [], dtype=F, value=value)
+    _node(g, "init", "AssignVariableOp", ["w", "value"], dtype=F)
+    _node(g, "read", "ReadVariableOp", ["w"], dtype=F)
+    _node(g, "identity", "Identity", ["read"], T=F)
+    _node(g, "half", "Cast", ["identity"], SrcT=F, DstT=dtypes.DT_HALF)
+    _node(g, "flat_shape", "Const", [], dtype=I32, value=np.array([-1], np.int32))
+    _node(g, "flat", "Reshape", ["read", "flat_shape"], T=F, Tshape=I32)
+    _node(g, "eps", "Const", [], dtype=F, value=np.array(1e-3, np.float32))
+    _node(g, "plus_eps", "AddV2", ["flat", "eps"], T=F)
+    _node(g, "rsqrt", "Rsqrt", ["plus_eps"], T=F)
+    _node(g, "multiples", "Const", [], dtype=I32, value=np.array([4, 1, 1, 1], np.int32))
+    _node(g, "tiled", "Tile", ["read", "multiples"], T=F, Tmultiples=I32)
+    _node(g, "after_tile", "Neg", ["tiled"], T=F)
+    _node(g, "scaled", "Mul", ["x", "eps"], T=F)
+    _node(g, "conv", "DepthwiseConv2dNative", ["scaled", "identity"], T=F, padding="SAME")
+    conv = next(n for n in g.node if n.name == "conv")
+    conv.attr["strides"].list.i.extend([1, 1, 1, 1])
+    _node(g, "y", "Relu", ["conv"], T=F)
+    graph = Graph.from_graph_def(g)
+    session = Session(graph=graph)
+    session.run("init")
+    return graph, session, value
+
+
+def test_chains_of_frozen_reads_become_values_unless_they_grow():
+    graph, session, value = _variable_graph()
+    region = {op.name for op in graph.get_operations()}
+    derived = frozen_chains(graph, region, {"read": value}, {"x"}, session.resources)
+    assert sorted(derived) == ["flat", "half", "identity", "plus_eps", "rsqrt"]  # not tiled, after_tile
+    names = sorted(derived)
+    for name, want in zip(names, session.run([f"{n}:0" for n in names])):
+        assert derived[name].dtype == want.dtype
+        np.testing.assert_array_equal(derived[name], want)
+
+
+def test_a_depthwise_filter_read_through_a_chain_delegates():
+    """The issue's MobileNet: DepthwiseConv2dNative's filter is Identity(ReadVariableOp)."""
+    graph, session, _ = _variable_graph()
+    x = np.random.default_rng(4).standard_normal((2, 5, 5, 2)).astype(np.float32)
+    native = session.run("y:0", {"x:0": x})
+    report = session.delegate(DelegationOptions(min_cluster_ops=1), [(["x:0"], ["y:0"])])
+    clustered = {op for cluster in report.clusters for op in cluster.op_types}
+    assert "DepthwiseConv2dNative" in clustered, report.summary()
+    np.testing.assert_allclose(session.run("y:0", {"x:0": x}), native, rtol=1e-5, atol=1e-6)
+    assert not report.fallbacks

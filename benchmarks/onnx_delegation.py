@@ -24,7 +24,8 @@ bursts of load from other processes), with the ratios, the share of estimated FL
 and a summary: how many models beat TF, and how many are within ``--ort-margin`` of raw
 onnxruntime.
 
-    python benchmarks/onnx_delegation.py [--seconds 1] [--only keras_mlp ...] [--batches 1 32]
+    python benchmarks/onnx_delegation.py [--seconds 1] [--only keras_mlp ... | --family zoo]
+        [--batches 1 32] [--json FILE]
 """
 
 from __future__ import annotations
@@ -302,6 +303,11 @@ def fmt(value: float | None, spec: str, width: int, suffix: str = "") -> str:
 def print_table(jobs: list[dict], seconds: float, margin: float) -> None:
     print(f"Session.run latency: lowest of {SLICES} slice medians ({seconds:g} s per measurement)")
     print(
+        "raw ORT runs with our clusters' session options: sequential execution, every graph "
+        "optimization, spinning off, onnxruntime's default intra-op pool (one thread below "
+        f"{DelegationOptions.small_cluster_flops:g} estimated FLOPs at batch 1)"
+    )
+    print(
         f"{'model':<32} {'batch':>5} {'TF ms':>8} {'native ms':>10} {'deleg ms':>9} {'raw ORT ms':>10} "
         f"{'deleg/TF':>9} {'deleg/ORT':>9} {'FLOPs in ORT':>12}"
     )
@@ -338,11 +344,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seconds", type=float, default=1.0, help="timing window per measurement")
     parser.add_argument("--only", nargs="*", help="model names (default: every oracle model)")
+    parser.add_argument("--family", help="the oracle models of one family (zoo: the Keras zoo)")
+    parser.add_argument("--json", type=Path, help="also write the latencies (ms) to this file")
     parser.add_argument("--batches", nargs="*", type=int, default=[1, 32])
     parser.add_argument("--ort-margin", type=float, default=1.2, help="target deleg / raw ORT ratio")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
-    names = args.only or [e.name for e in catalog.discover() if e.family != "op_records"]
+    names = args.only or [
+        e.name
+        for e in catalog.discover()
+        if e.family != "op_records" and (args.family is None or e.family == args.family)
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         jobs = [prepare(name, args.batches, folder) for name in names]
@@ -368,6 +380,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             tf_side.close()
     print_table(timed, args.seconds, args.ort_margin)
+    if args.json:
+        sides = ("tf", "native", "delegated", "raw_ort")
+        args.json.write_text(
+            json.dumps({j["model"]: {s: j[s] for s in sides if isinstance(j[s], dict)} for j in timed})
+        )
     return 0
 
 

@@ -472,7 +472,7 @@ def _unclustered(op: Operation) -> str:
         return "only data movement in its cluster"
     if any(partition.is_list(t.dtype) for t in [*op.inputs, *op.outputs]):
         return "a TensorList would cross its cluster's boundary"
-    return "its cluster, between ops that stay native, is too small to pay for an onnxruntime call"
+    return "in a cluster too small to pay for an onnxruntime call"
 
 
 def _body_report(body_clusters: list, body_native: dict):

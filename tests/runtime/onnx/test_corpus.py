@@ -34,7 +34,7 @@ FULLY_DELEGATED = {
 # Text pipelines: TextVectorization's string ops (lower-casing, regex, split, table lookup) have no
 # ONNX form; all else delegates, but for glue between string ops too small for a cluster, named so.
 STRING_PIPELINES = {e.name for e in MODELS if e.family == "zoo" and "text_classifier" in e.name}
-STRING_GLUE = ("dtype string", "its cluster, between ops that stay native")  # why glue stays native
+STRING_GLUE = ("dtype string", "in a cluster too small")  # why glue stays native
 # ... and every other model of the zoo (keras.applications, a BERT-style encoder) delegates all.
 FULLY_DELEGATED |= {e.name for e in MODELS if e.family == "zoo"} - STRING_PIPELINES
 # RNN models: each While loop is a member of a cluster (one ONNX Loop), none runs natively.

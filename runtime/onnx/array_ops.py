@@ -12,7 +12,7 @@ import numpy as np
 from onnx import TensorProto
 
 from runtime import dtypes
-from runtime.onnx import shape_values, text_table
+from runtime.onnx import layout, shape_values, text_table
 from runtime.onnx.converter import Builder, NotConvertible, TFNode, converter, onnx_type
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -54,6 +54,9 @@ def reshape(node: TFNode, b: Builder) -> str:
     form = shape_values.reshape_form(b, x, shape)
     if form is not None and form[0] == "flatten":
         return b.op("Flatten", [x], axis=form[1], rank=2)
+    target = form[1] if form is not None else const
+    if target is not None and _to_image(b, x, np.asarray(target)):
+        return layout.channels_to_image(b, x)
     if form is not None:
         return b.op("Reshape", [x, b.int64s(form[1], "shape")], allowzero=0, rank=len(form[1]))
     if const is not None:
@@ -61,6 +64,22 @@ def reshape(node: TFNode, b: Builder) -> str:
         if 0 in const and -1 in const:
             raise NotConvertible("Reshape with both 0 and -1 in its shape")
     return b.op("Reshape", [x, _int64(b, shape)], allowzero=0 if const is None else 1, rank=rank)
+
+
+def _to_image(b: Builder, x: str, shape: np.ndarray) -> bool:
+    """Whether a Reshape makes [N, C] an NHWC [N, 1, 1, C] (Keras' squeeze-excite)."""
+    known = b.tf_shapes.get(x)
+    target = [int(d) for d in shape.reshape(-1)]
+    return (
+        b.rank(x) == 2
+        and len(target) == 4
+        and target[1:3] == [1, 1]
+        and target[0] in (-1, 0)
+        and known is not None
+        and len(known) == 2
+        and known[1] is not None
+        and target[3] in (known[1], -1)
+    )
 
 
 @converter("Transpose", const_inputs=(1,))
@@ -77,6 +96,9 @@ def transpose(node: TFNode, b: Builder) -> str:
 def concat_v2(node: TFNode, b: Builder) -> str:
     *values, _ = node.inputs
     axis = int(np.asarray(node.const_required(len(node.inputs) - 1)).reshape(()))
+    twinned = layout.concat(b, values, axis)
+    if twinned is not None:
+        return twinned
     out = b.op("Concat", values, axis=axis)
     if axis in (0, -1) and all(b.rank(v) == 1 for v in values):
         shape_values.record_concat(b, out, values)
@@ -211,11 +233,12 @@ def pad(node: TFNode, b: Builder) -> str:
     paddings = np.asarray(node.const_required(1), np.int64)
     if paddings.shape[0] == 0:
         raise NotConvertible("Pad of a scalar")
+    extra = [node.inputs[2]] if node.type == "PadV2" else []
+    twinned = layout.pad(b, node.inputs[0], paddings, extra)
+    if twinned is not None:
+        return twinned
     pads = np.concatenate([paddings[:, 0], paddings[:, 1]])
-    inputs = [node.inputs[0], b.int64s(pads, "pads")]
-    if node.type == "PadV2":
-        inputs.append(node.inputs[2])
-    return b.op("Pad", inputs, mode="constant")
+    return b.op("Pad", [node.inputs[0], b.int64s(pads, "pads"), *extra], mode="constant")
 
 
 @converter("StridedSlice", const_inputs=(1, 2, 3))

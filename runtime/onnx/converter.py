@@ -178,6 +178,9 @@ class Builder:
     dims: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     same_shape: dict[str, str] = field(default_factory=dict)  # value -> an earlier value of its shape
     nchw: dict[str, str] = field(default_factory=dict)  # NHWC value -> its NCHW twin (layout.py)
+    # NCHW value -> (the value it zero-pads, [top, left, bottom, right]): a convolution reading it
+    # pads itself instead (layout.py).
+    zero_pads: dict[str, tuple[str, list[int]]] = field(default_factory=dict)
     # TF's static shape of a value (``_output_shapes``; None for an unknown dimension).
     tf_shapes: dict[str, tuple] = field(default_factory=dict)
     parent: Builder | None = None
@@ -193,6 +196,7 @@ class Builder:
             dims=ChainMap({}, self.dims),
             same_shape=ChainMap({}, self.same_shape),
             nchw=ChainMap({}, self.nchw),
+            zero_pads=ChainMap({}, self.zero_pads),
             tf_shapes=ChainMap({}, self.tf_shapes),
             parent=self,
         )

@@ -70,7 +70,7 @@ for _op in _BINARY:
 
 @converter("RealDiv", "Div", dtypes=FLOATS)
 def real_div(node: TFNode, b: Builder) -> str:
-    return b.op("Div", node.inputs)
+    return layout.elementwise(b, "Div", node.inputs) or b.op("Div", node.inputs)
 
 
 @converter("SquaredDifference", dtypes=NUMBERS)

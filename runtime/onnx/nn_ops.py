@@ -33,7 +33,8 @@ def relu(node: TFNode, b: Builder) -> str:
 @converter("Relu6", dtypes=FLOATS)
 def relu6(node: TFNode, b: Builder) -> str:
     low, high = (b.const(np.array(v, _np_type(node)), "clip") for v in (0, 6))
-    return b.op("Clip", [node.inputs[0], low, high])
+    inputs = [node.inputs[0], low, high]
+    return layout.elementwise(b, "Clip", inputs) or b.op("Clip", inputs)
 
 
 @converter("Elu", "Selu", "Softsign", dtypes=FLOATS)
@@ -161,7 +162,7 @@ def conv_2d(node: TFNode, b: Builder) -> str:
     if dilated and _text(node.attr("padding")) == "SAME":
         raise NotConvertible(f"{node.type}: onnxruntime has no SAME padding with dilations")
     w, group = _filter(b, node, node.type == "DepthwiseConv2dNative", nhwc)
-    x = _in_nchw(b, node.inputs[0], nhwc)
+    x, padding = layout.unpadded(b, _in_nchw(b, node.inputs[0], nhwc), _padding(node))
     y = b.op(
         "Conv",
         [x, w],
@@ -169,7 +170,7 @@ def conv_2d(node: TFNode, b: Builder) -> str:
         dilations=_spatial(node.attr("dilations", [1, 1, 1, 1]), nhwc),
         group=group,
         rank=4,
-        **_padding(node),
+        **padding,
     )
     return _out_layout(b, y, nhwc)
 

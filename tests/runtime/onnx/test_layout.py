@@ -88,3 +88,61 @@ def test_a_conv_block_runs_in_nchw_and_matches_native(bias_op, pool):
     pooled = convert_subgraph(block(bias_op, pool).as_graph_def(), ["x"], ["y:0"], Signature((F,), (4,)))
     types = [n.op_type for n in pooled.graph.node]
     assert types.count("Transpose") == 1, types  # in only: the Mean over H and W reads the NCHW value
+
+
+MODERN_WEIGHTS = {
+    "w1": RNG.standard_normal((1, 1, 3, 4)).astype(np.float32),
+    "dw": RNG.standard_normal((3, 3, 4, 1)).astype(np.float32),
+    "w2": RNG.standard_normal((1, 1, 4, 4)).astype(np.float32),
+    "se": RNG.standard_normal((1, 1, 8, 8)).astype(np.float32),
+}
+
+
+def modern_block() -> Graph:
+    """What Keras' applications put between convolutions: ZeroPadding2D before a VALID depthwise
+    convolution, Relu6, a residual add of two convolutions, a channel concatenation, a
+    squeeze-excite gate (Mean keeping H and W, 1x1 convolution, Sigmoid, Mul), a division by a
+    constant; then Mean over H and W."""
+    conv = {"T": F, "strides": [1, 1, 1, 1]}
+    nodes = [
+        node("x", "Placeholder", dtype=F),
+        *(_const(name, value) for name, value in MODERN_WEIGHTS.items()),
+        _const("paddings", np.int32([[0, 0], [1, 1], [0, 1], [0, 0]])),
+        _const("hw", np.int32([1, 2])),
+        _const("channels", np.int32(3)),
+        _const("six", np.float32(6)),
+        node("expand", "Conv2D", "x", "w1", padding="SAME", **conv),
+        node("act", "Relu6", "expand", T=F),
+        node("padded", "Pad", "act", "paddings", T=F, Tpaddings=I32),
+        node("depthwise", "DepthwiseConv2dNative", "padded", "dw", padding="VALID", **conv),
+        node("project", "Conv2D", "depthwise", "w2", padding="SAME", **conv),
+        node("shortcut", "Conv2D", "depthwise", "w2", padding="SAME", **conv),
+        node("residual", "AddV2", "project", "shortcut", T=F),
+        node("joined", "ConcatV2", "residual", "depthwise", "channels", T=F, N=2, Tidx=I32),
+        node("squeezed", "Mean", "joined", "hw", T=F, Tidx=I32, keep_dims=True),
+        node("excite", "Conv2D", "squeezed", "se", padding="VALID", **conv),
+        node("gate", "Sigmoid", "excite", T=F),
+        node("gated", "Mul", "joined", "gate", T=F),
+        node("scaled", "RealDiv", "gated", "six", T=F),
+        node("y", "Mean", "scaled", "hw", T=F, Tidx=I32),
+    ]
+    graph_def = graph_pb2.GraphDef()
+    graph_def.node.extend(nodes)
+    return Graph.from_graph_def(graph_def)
+
+
+def test_padding_residuals_concatenation_and_gates_stay_in_nchw():
+    x = RNG.standard_normal((2, 6, 7, 3)).astype(np.float32)
+    with Session(graph=modern_block()) as native:
+        want = native.run("y:0", {"x:0": x})
+    delegated = Session(graph=modern_block())
+    report = delegated.delegate(DelegationOptions(min_cluster_ops=1), [(["x:0"], ["y:0"])])
+    for _ in range(2):
+        np.testing.assert_allclose(delegated.run("y:0", {"x:0": x}), want, rtol=1e-5, atol=1e-5)
+    assert len(report.clusters) == 1 and not report.fallbacks, report.summary()
+    model = convert_subgraph(modern_block().as_graph_def(), ["x"], ["y:0"], Signature((F,), (4,)))
+    types = [n.op_type for n in model.graph.node]
+    assert types.count("Transpose") == 1 and "Pad" not in types, types  # the input's Transpose only
+    (depthwise,) = [n for n in model.graph.node if n.op_type == "Conv" and any(a.i == 4 for a in n.attribute)]
+    pads = next(a.ints for a in depthwise.attribute if a.name == "pads")
+    assert list(pads) == [1, 0, 1, 1]  # the ZeroPadding, folded: top, left, bottom, right

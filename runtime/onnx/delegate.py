@@ -10,10 +10,12 @@ Steps, each a pure function of the one before except where the Session's variabl
    that converts whole becomes one ONNX ``Loop`` in a cluster instead);
 2. the served region: ops the signatures need (clusters never mix ops of different signature
    sets, nor take in a tensor a signature feeds), or the whole graph;
-3. variables: if no op of that region can write a variable (``Assign*``, ``Scatter*``,
-   ``*Apply*``, in the graph or in a function it calls), every ``ReadVariableOp`` of a
+3. variables (``frozen_variables.py``): if no op of that region can write a variable (``Assign*``,
+   ``Scatter*``, ``*Apply*``, in the graph or in a function it calls), every ``ReadVariableOp`` of a
    ``VarHandleOp`` and ``Identity`` of a ``VariableV2`` is frozen: its current value (after
-   restore and init) becomes a constant of the clusters that read it, and row lookups into
+   restore and init) becomes a constant of the clusters that read it, and so does what is
+   computed from frozen reads alone (``constant_folding.frozen_chains``: the Identity, Cast or
+   batch-norm arithmetic Keras puts between a weight and its reader); row lookups into
    variables (partitioned ``embedding_lookup`` too) become ``GatherV2`` of a constant table
    (``gather_folding``); otherwise reads stay native;
    then ops of constants only become constants (``constant_folding``) and each
@@ -21,11 +23,12 @@ Steps, each a pure function of the one before except where the Session's variabl
    as do bucketized and indicator columns' plumbing (``bucketized_fusion``, ``indicator_fusion``);
 4. ``propose_clusters`` then ``fuse`` give a new GraphDef, imported as a new Graph over a copy
    of the function library (plus the delegated bodies), with the collections carried over by name;
-   control edges that order nothing (from frozen reads, or implied by data edges) are dropped,
-   so the Session skips those ops;
+   clusters read weights by name (``cluster_constants.py``); control edges that order nothing
+   (from frozen reads, or implied by data edges) are dropped, so the Session skips those ops;
 5. a ``ClusterRunner`` per cluster node; the Session runs the new graph from then on.
 
-The report (``DelegationReport``) is returned, kept on the Session and logged.
+The report (``DelegationReport``) is returned, kept on the Session and logged. With a
+``ClusterCache``, steps 1-4 are read from it when it holds them, and written to it when not.
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ import numpy as np
 
 from apis.tensorflow.core.framework import graph_pb2
 from runtime.graph import Graph, Operation
-from runtime.interpreter import run_plan
 from runtime.kernels import lookup as kernel_lookup
 from runtime.onnx import cluster as cluster_lib
 from runtime.onnx import partition
@@ -50,6 +52,7 @@ from runtime.onnx.cluster_constants import ClusterConstants
 from runtime.onnx.constant_folding import fold_constants, frozen_chains
 from runtime.onnx.control_flow_ops import WHILE_OPS
 from runtime.onnx.embedding_fusion import fuse_embedding_lookups
+from runtime.onnx.frozen_variables import freeze_variables, loop_variable_values, writes_variables
 from runtime.onnx.functions import delegate_functions
 from runtime.onnx.gather_folding import fold_gathers
 from runtime.onnx.indicator_fusion import fuse_indicator_columns
@@ -60,12 +63,10 @@ from runtime.onnx.raise_conds import raise_conds
 from runtime.onnx.raise_frames import raise_frames
 from runtime.onnx.report import BOOKKEEPING, ClusterSummary, DelegationReport, estimate_flops
 from runtime.op_def import op_signature
-from runtime.plan import build_plan
 
 logger = logging.getLogger(__name__)
 
 _KEYS = itertools.count()
-_WRITE_PREFIXES = ("Assign", "ResourceScatter", "Scatter", "ResourceApply", "Apply", "ResourceSparseApply")
 
 
 def delegate(
@@ -121,8 +122,11 @@ def _delegated(session, options: DelegationOptions, signatures, key: str):
     graph_def, library = inline_calls(original.as_graph_def(), original.functions), original.functions
     graph_def, library = raise_conds(graph_def, library)
     graph_def, library = raise_frames(graph_def, library)
-    if options.freeze_variables:
-        values = loop_variable_values(graph_def, library, signatures, session.resources)
+    if options.freeze_variables and any(node.op in WHILE_OPS for node in graph_def.node):
+        graph = Graph(functions=library)
+        graph.import_graph_def(graph_def)
+        region = list(served_region(graph, signatures))
+        values = loop_variable_values(region, library, session.resources)
         graph_def, library = freeze_loop_variables(graph_def, library, values)
     inlined_def, library = delegate_functions(
         graph_def,
@@ -347,83 +351,6 @@ def fed_producers(graph: Graph, signatures: Iterable | None) -> set[str]:
 def _pairs(signatures: Iterable) -> list:
     """(feed names, fetch names) per signature; a plain name is a fetch with nothing fed."""
     return [((), [s]) if isinstance(s, str) else s for s in signatures]
-
-
-def writes_variables(ops: Iterable[Operation], library) -> str | None:
-    """The first op (or called function) that can write a variable, or None."""
-    pending = []
-    for op in ops:
-        if op.type.startswith(_WRITE_PREFIXES):
-            return f"{op.type} {op.name}"
-        for value in op.node_def.attr.values():
-            if value.WhichOneof("value") == "func":
-                pending.append(value.func.name)
-        if op.type in library:
-            pending.append(op.type)
-    seen = set()
-    while pending:
-        name = pending.pop()
-        if name in seen or name not in library:
-            continue
-        seen.add(name)
-        for node in library[name].node_def:
-            if node.op.startswith(_WRITE_PREFIXES):
-                return f"{node.op} in function {name}"
-            pending += [v.func.name for v in node.attr.values() if v.WhichOneof("value") == "func"]
-            if node.op in library:
-                pending.append(node.op)
-    return None
-
-
-def loop_variable_values(graph_def, library, signatures, resources) -> dict[str, np.ndarray]:
-    """VarHandleOp name -> current value, for the variables the served While loops take as
-    inputs, where nothing served can write a variable (as ``freeze_variables``); else {}."""
-    if not any(node.op in WHILE_OPS for node in graph_def.node):
-        return {}
-    graph = Graph(functions=library)
-    graph.import_graph_def(graph_def)
-    region = list(served_region(graph, signatures))
-    if writes_variables(region, library) is not None:
-        return {}
-    handles = list(
-        {t.op: None for op in region if op.type in WHILE_OPS for t in op.inputs if t.op.type == "VarHandleOp"}
-    )
-    try:
-        plan = build_plan((), [op.outputs[0] for op in handles], (), resources, None)
-        found = [resources.get(h) for h in run_plan(plan, [])]
-    except Exception:  # noqa: BLE001 - an unreadable variable keeps its loop as it is
-        return {}
-    return {op.name: var.value for op, var in zip(handles, found) if getattr(var, "value", None) is not None}
-
-
-def variable_reads(ops: Iterable[Operation]) -> list[Operation]:
-    """``ReadVariableOp`` of a ``VarHandleOp`` and ``Identity`` of a ``VariableV2``."""
-    found = []
-    for op in ops:
-        source = op.inputs[0].op if op.inputs else None
-        if source is None:
-            continue
-        if (op.type == "ReadVariableOp" and source.type == "VarHandleOp") or (
-            op.type == "Identity" and source.type in ("VariableV2", "Variable")
-        ):
-            found.append(op)
-    return found
-
-
-def freeze_variables(graph: Graph, region: list[Operation], resources) -> tuple[dict[str, np.ndarray], str]:
-    """Current values of the region's variable reads, or ({}, why not)."""
-    writer = writes_variables(region, graph.functions)
-    if writer is not None:
-        return {}, f"variables read natively: the served graph can write them ({writer})"
-    reads = variable_reads(region)
-    if not reads:
-        return {}, ""
-    try:
-        plan = build_plan((), [op.outputs[0] for op in reads], (), resources, None)
-        values = run_plan(plan, [])
-    except Exception as exc:  # noqa: BLE001 - an unreadable variable keeps its reads native
-        return {}, f"variables read natively: {type(exc).__name__}: {exc}"
-    return {op.name: np.asarray(v) for op, v in zip(reads, values)}, ""
 
 
 def build_report(

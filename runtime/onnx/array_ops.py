@@ -31,13 +31,13 @@ def identity(node: TFNode, b: Builder) -> str:
     const = node.const(0)
     if const is not None:  # keep constants visible to later converters (shapes, axes)
         return b.const(const, node.name)
-    return b.op("Identity", [x])
+    return x  # the same value: what is known of it (an NCHW twin, its shape entries) still holds
 
 
 @converter("IdentityN", num_outputs=None)
 def identity_n(node: TFNode, b: Builder) -> list[str]:
     """Each input forwarded: what an inlined function call leaves between its body and readers."""
-    return [b.op("Identity", [x]) for x in node.inputs]
+    return list(node.inputs)
 
 
 @converter("NoOp", num_outputs=None)

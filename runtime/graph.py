@@ -439,13 +439,17 @@ class Graph:
             self._version += 1
 
     # -- export ----------------------------------------------------------------------------
-    def as_graph_def(self) -> graph_pb2.GraphDef:
+    def as_graph_def(self, with_library: bool = True) -> graph_pb2.GraphDef:
+        """The nodes, versions and (``with_library``) function library as a new GraphDef. Passes
+        that import their result into a Graph given the library anyway leave it out: a TF2
+        SavedModel's library can be most of the model, and copying it is most of the cost."""
         graph_def = graph_pb2.GraphDef()
         graph_def.node.extend(op.node_def for op in self._ops.values())
-        graph_def.library.function.extend(self._functions.values())
-        graph_def.library.gradient.extend(
-            function_pb2.GradientDef(function_name=f, gradient_func=g) for f, g in self._gradients.items()
-        )
+        if with_library:
+            graph_def.library.function.extend(self._functions.values())
+            graph_def.library.gradient.extend(
+                function_pb2.GradientDef(function_name=f, gradient_func=g) for f, g in self._gradients.items()
+            )
         graph_def.versions.CopyFrom(self._versions)
         return graph_def
 

@@ -62,7 +62,7 @@ def fuse_bucketized_columns(graph: Graph, region: set[str], fed: set[str]) -> gr
         fused.append((name, x, width, buckets))
     if not fused:
         return None
-    graph_def = rewritten(graph, rewrites, _to_identity) or graph.as_graph_def()
+    graph_def = rewritten(graph, rewrites, _to_identity) or graph.as_graph_def(with_library=False)
     for name, x, width, buckets in fused:
         _add_fused(graph_def, name, x, width, buckets)
     logger.debug("bucketized fusion: %d columns fused", len(fused))

@@ -119,7 +119,10 @@ def _delegated(session, options: DelegationOptions, signatures, key: str):
     }
     body_clusters: list[ClusterSummary] = []
     body_native: dict[str, tuple[str, str]] = {}
-    graph_def, library = inline_calls(original.as_graph_def(), original.functions), original.functions
+    graph_def, library = (
+        inline_calls(original.as_graph_def(with_library=False), original.functions),
+        original.functions,
+    )
     graph_def, library = raise_conds(graph_def, library)
     graph_def, library = raise_frames(graph_def, library)
     if options.freeze_variables and any(node.op in WHILE_OPS for node in graph_def.node):

@@ -90,7 +90,7 @@ def _delegated(fdef, new_library, rewrite, keyed, on_clusters) -> function_pb2.F
     if fdef.signature.attr:
         return None
     body = instantiate(fdef, {}, new_library)
-    body_def = inline_calls(body.graph.as_graph_def(), new_library)
+    body_def = inline_calls(body.graph.as_graph_def(with_library=False), new_library)
     nested = _point_at(body_def.node, new_library, rewrite)
     graph = Graph(functions=new_library)
     graph.import_graph_def(body_def)

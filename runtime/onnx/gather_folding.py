@@ -58,7 +58,7 @@ def fold_gathers(graph: Graph, region: set[Operation], resources) -> graph_pb2.G
                 folds[op.name] = found
     if not folds:
         return None
-    graph_def = graph.as_graph_def()
+    graph_def = graph.as_graph_def(with_library=False)  # (re-imported over the library)
     for node in graph_def.node:
         if node.name in folds:
             ids, table = folds[node.name]

@@ -199,6 +199,9 @@ def propose_clusters(
 
 def _list_crossings(graph: Graph, clusters: list[Cluster], region) -> set[str]:
     """Members that would take a TensorList from outside their cluster or expose one from it."""
+    ops = [graph.get_operation_by_name(name) for cluster in clusters for name in cluster.nodes]
+    if not any(is_list(t.dtype) for op in ops for t in [*op.inputs, *op.outputs]):
+        return set()  # (no TensorList at all: the common case, without walking every consumer)
     consumers = _consumers(graph, region)
     found = set()
     for cluster in clusters:

@@ -71,7 +71,7 @@ def rewritten(graph: Graph, rewrites: dict[str, tuple], rewrite: Callable) -> gr
     named; None when there is nothing to rewrite."""
     if not rewrites:
         return None
-    graph_def = graph.as_graph_def()
+    graph_def = graph.as_graph_def(with_library=False)  # (re-imported over the library)
     for node in graph_def.node:
         if node.name in rewrites:
             rewrite(node, *rewrites[node.name])

@@ -11,8 +11,10 @@ family is summed per run; the median over ``--runs`` traced runs (after a warm-u
 - matmul: ``MatMul``, ``BatchMatMul*``, ``Einsum`` (TF: ``_FusedMatMul``);
 - pooling: ``MaxPool``, ``AvgPool``.
 
-The aim: each family within 3x of TF's time (``--aim``). Tracing costs both sides a little per op;
-the families timed here are the heavy ones, where that is noise.
+The aim: each family within 3x of TF's time (``--aim``). Ours uses ``--blas-threads`` BLAS
+threads (default 1, as ``model_server`` without ``--tensorflow_intra_op_parallelism``); TF its
+default pools. Tracing costs both sides a little per op; the families timed here are the heavy
+ones, where that is noise.
 
     python benchmarks/native_kernels.py [--only zoo_mobilenet_saved ...] [--batch 32] [--runs 5]
 """
@@ -36,6 +38,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from apis.tensorflow.core.protobuf import config_pb2  # noqa: E402
 from benchmarks.onnx_delegation import QUIET_TF, TF_PYTHON, prepare  # noqa: E402
 from loader import load_saved_model  # noqa: E402
+from runtime.blas import set_blas_threads  # noqa: E402
 from tests.oracle import catalog  # noqa: E402
 
 FAMILIES = {
@@ -140,8 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--aim", type=float, default=3.0, help="ours / TF per family, at most")
+    parser.add_argument(
+        "--blas-threads", type=int, default=1, help="ours: model_server's default (runtime/blas.py)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
+    set_blas_threads(args.blas_threads)
     names = args.only or [e.name for e in catalog.discover() if e.family == "zoo"]
     batch = str(args.batch)
     print(f"native kernels at batch {batch}, ms per run (median of {args.runs} traced runs): ours / TF")

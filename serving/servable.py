@@ -113,6 +113,13 @@ def session_config(options) -> Any:
     return config
 
 
+def blas_threads(options) -> int:
+    """The numpy kernels' BLAS threads: TF's intra-op parallelism where a flag sets it, else one
+    (requests run concurrently, each in its own thread; ``runtime/blas.py`` says what a shared
+    BLAS pool costs them)."""
+    return options.tensorflow_intra_op_parallelism or options.tensorflow_session_parallelism or 1
+
+
 def saved_model_load_fn(options) -> Callable[[str, ServableId], Any]:
     """Loads a version directory with ``loader.load_saved_model`` and the flags' tags."""
     tags = set(options.saved_model_tag_set)

@@ -22,12 +22,13 @@ from grpc_reflection.v1alpha import reflection
 from apis.tensorflow_serving.apis import model_service_pb2_grpc
 from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
+from runtime.blas import set_blas_threads
 from serving import model_config
 from serving.health import ModelHealth
 from serving.manager import status_string
 from serving.model_service import ModelServiceServicer
 from serving.options import ServerOptions
-from serving.servable import session_config
+from serving.servable import blas_threads, session_config
 from serving.server_core import ServerCore
 from serving.worker_pool import WorkerPool
 
@@ -217,6 +218,7 @@ def run_server(options: ServerOptions) -> int:
 def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
     try:
         check_options(options)
+        set_blas_threads(blas_threads(options))
         config = initial_config(options)
         core = ServerCore(options)
         core.reload_config(config)

@@ -1,0 +1,17 @@
+"""``serving/servable.py``'s thread rules, table-driven."""
+
+from __future__ import annotations
+
+import pytest
+
+from serving.options import ServerOptions
+from serving.servable import blas_threads
+
+
+@pytest.mark.parametrize(
+    ("intra", "session", "threads"),
+    [(0, 0, 1), (4, 0, 4), (0, 2, 2), (3, 2, 3)],
+)
+def test_blas_threads_follow_tf_intra_op_parallelism_else_one(intra, session, threads):
+    options = ServerOptions(tensorflow_intra_op_parallelism=intra, tensorflow_session_parallelism=session)
+    assert blas_threads(options) == threads

@@ -19,7 +19,7 @@ import hashlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 import onnxruntime as ort
@@ -33,8 +33,9 @@ from runtime.interpreter import fetched, run_plan
 from runtime.kernels.registry import kernel
 from runtime.onnx import options as options_lib
 from runtime.onnx import text_table
-from runtime.onnx.converter import GUARD, Signature, convert_subgraph
+from runtime.onnx.converter import Signature, convert_subgraph
 from runtime.onnx.partition import CLUSTER_OP
+from runtime.onnx.session_runs import NO_PLAN_RUN, Unguarded, contiguous, fast_run, guarded, picked_run
 from runtime.plan import build_plan
 from runtime.resources import ResourceMgr
 
@@ -160,7 +161,7 @@ class ClusterRunner:
             return general
         (position,) = args
         names = [self._fetch_names[i] for i in picks]
-        cell = [_NO_PLAN_RUN]  # [(dtype, ndim, *_picked_run)]: one tuple, swapped whole
+        cell = [NO_PLAN_RUN]  # [(dtype, ndim, *picked_run)]: one tuple, swapped whole
         learned: dict[tuple, tuple] = {}  # (dtype, ndim) -> what ``cell`` holds for it
         ndarray = np.ndarray
 
@@ -174,7 +175,7 @@ class ClusterRunner:
                 entry = learned.get(signature)
                 if entry is None and (signature,) in self._runs:
                     session = self._compiled[(signature,)]
-                    entry = learned[signature] = (*signature, *_picked_run(session, names, picks))
+                    entry = learned[signature] = (*signature, *picked_run(session, names, picks))
                 if entry is not None:
                     cell[0] = entry
             return outputs
@@ -207,7 +208,7 @@ class ClusterRunner:
         """The outputs of a run onnxruntime did not answer: a failed guard (TF's kernels raise
         its error, or compute what ONNX does not), or any other failure (an index out of range,
         a batch onnxruntime rejects)."""
-        if isinstance(exc, _Unguarded):
+        if isinstance(exc, Unguarded):
             return self._result(self._run_native(inputs))
         return self._after_failure(inputs, exc)
 
@@ -245,7 +246,7 @@ class ClusterRunner:
                         entry, results = self._compile(signature, inputs)
                     self._compiled[key] = entry
                     if entry is not _NATIVE and not self._native_only:
-                        self._runs[key] = _fast_run(entry, self._fetch_names)
+                        self._runs[key] = fast_run(entry, self._fetch_names)
                     return self._result(results)
             if entry is not _NATIVE and not self._native_only:
                 return self._call_slow(inputs)
@@ -288,7 +289,7 @@ class ClusterRunner:
         except Exception as exc:  # noqa: BLE001 - a bad input raises TF's error here (compiled again next time)
             native = native if native is not None else self._run_native(inputs)
             return self._fall_back(f"not converted: {type(exc).__name__}: {exc}", native, inputs)
-        if _guarded(session) and ours.pop() < 0:  # these inputs are TF's kernels' to answer
+        if guarded(session) and ours.pop() < 0:  # these inputs are TF's kernels' to answer
             return session, native if native is not None else self._run_native(inputs)
         if native is not None:
             with np.errstate(all="ignore"):
@@ -303,12 +304,12 @@ class ClusterRunner:
         session = ort.InferenceSession(
             data, options_lib.session_options(self._options, self._flops), providers=providers
         )
-        session.text_tables = text_table.tables_of_session(session)  # (what ``_fast_run`` reads)
+        session.text_tables = text_table.tables_of_session(session)  # (what ``fast_run`` reads)
         self.providers = session.get_providers()
         return session
 
     def _first_run(self, session: ort.InferenceSession, inputs) -> list:
-        ours = session.run(None, {f"input_{i}": _contiguous(x) for i, x in enumerate(inputs)})
+        ours = session.run(None, {f"input_{i}": contiguous(x) for i, x in enumerate(inputs)})
         for i, (table, axis) in session.text_tables.items():
             ours[i] = text_table.take(table, ours[i], axis)
         return ours
@@ -322,7 +323,7 @@ class ClusterRunner:
         except Exception as exc:  # noqa: BLE001 - a bad input fails here too: the general path answers
             logger.info("onnxruntime cluster %s: cached model not used: %s", self.name, exc)
             return None
-        if _guarded(session) and ours.pop() < 0:
+        if guarded(session) and ours.pop() < 0:
             return session, self._run_native(inputs)
         return session, ours
 
@@ -386,69 +387,6 @@ class ClusterRunner:
             except errors.OpError as exc:  # TF's error names the model's node, not the cluster
                 exc.names_the_model_node = True
                 raise
-
-
-def _fast_run(session: ort.InferenceSession, fetch_names: list[str], outputs: Sequence[int] | None = None):
-    """``session.run`` minus its Python wrapper (``_binding_run``). A guarded model's run also
-    fetches its guard and raises ``_Unguarded`` where it fails; an output of positions in a table
-    of text comes back as the table's strings there (``text_table.py``). ``outputs``: which of the
-    model's outputs ``fetch_names`` name (default: all, in order)."""
-    run = _binding_run(session)
-    text_tables = getattr(session, "text_tables", {})
-    indices = range(len(fetch_names)) if outputs is None else outputs
-    tables = [(i, text_tables[index]) for i, index in enumerate(indices) if index in text_tables]
-    guarded = _guarded(session)
-    if not guarded and not tables:
-        return run
-    names = [*fetch_names, GUARD] if guarded else fetch_names
-    take = text_table.take
-
-    def checked(_fetch_names, feeds, options):
-        outputs = run(names, feeds, options)
-        if guarded and outputs.pop() < 0:
-            raise _Unguarded
-        for i, (table, axis) in tables:
-            outputs[i] = take(table, outputs[i], axis)
-        return outputs
-
-    return checked
-
-
-def _binding_run(session: ort.InferenceSession):
-    """``session.run`` minus its Python wrapper (which checks feed names, ours by construction,
-    and retries a failed GPU run on the CPU): about 1 us a call, a sixth of a small model's run.
-    A CUDA session keeps the wrapper for its retry."""
-    binding = getattr(session, "_sess", None)
-    if binding is not None and session.get_providers() == ["CPUExecutionProvider"]:
-        return binding.run
-    return session.run
-
-
-def _picked_run(session: ort.InferenceSession, names: list[str], picks: tuple[int, ...]) -> tuple:
-    """(run, fetch names, guarded) for ``ClusterRunner.plan_run``: the binding's run, which checks
-    the guard inline (one frame less than ``_fast_run``'s), unless outputs come from text tables."""
-    if getattr(session, "text_tables", None):
-        return _fast_run(session, names, picks), names, False
-    if _guarded(session):
-        return _binding_run(session), [*names, GUARD], True
-    return _binding_run(session), names, False
-
-
-_NO_PLAN_RUN = (None, -1, None, None, False)  # what ``plan_run`` runs before it learns a signature
-
-
-class _Unguarded(Exception):
-    """A guard of the converted model failed on this input (``converter.Builder.guard``)."""
-
-
-def _guarded(session: ort.InferenceSession) -> bool:
-    outputs = session.get_outputs()
-    return bool(outputs) and outputs[-1].name == GUARD
-
-
-def _contiguous(x) -> np.ndarray:
-    array = np.asarray(x)  # 0-d stays 0-d (np.ascontiguousarray would make it 1-d)
-    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
 
 
 _RUNNERS: weakref.WeakKeyDictionary[Operation, ClusterRunner] = weakref.WeakKeyDictionary()

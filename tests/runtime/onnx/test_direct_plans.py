@@ -311,7 +311,7 @@ def _is_the_clusters_own(direct) -> bool:
 def _count_fast_runs(monkeypatch) -> list:
     """One entry per onnxruntime call a cluster's ``plan_run`` makes itself."""
     calls = []
-    picked_run = cluster_lib._picked_run
+    picked_run = cluster_lib.picked_run
 
     def counting(*args):
         run, names, guarded = picked_run(*args)
@@ -322,7 +322,7 @@ def _count_fast_runs(monkeypatch) -> list:
 
         return counted, names, guarded
 
-    monkeypatch.setattr(cluster_lib, "_picked_run", counting)
+    monkeypatch.setattr(cluster_lib, "picked_run", counting)
     return calls
 
 

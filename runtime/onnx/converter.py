@@ -183,6 +183,7 @@ class Builder:
     zero_pads: dict[str, tuple[str, list[int]]] = field(default_factory=dict)
     # TF's static shape of a value (``_output_shapes``; None for an unknown dimension).
     tf_shapes: dict[str, tuple] = field(default_factory=dict)
+    producers: dict[str, object] = field(default_factory=dict)  # value -> the node computing it
     parent: Builder | None = None
     checks_bounds: bool = True  # onnxruntime's kernels reject indices past the end (its CPU ones do)
     _count: int = 0
@@ -198,6 +199,7 @@ class Builder:
             nchw=ChainMap({}, self.nchw),
             zero_pads=ChainMap({}, self.zero_pads),
             tf_shapes=ChainMap({}, self.tf_shapes),
+            producers=ChainMap({}, self.producers),
             parent=self,
         )
 
@@ -238,7 +240,9 @@ class Builder:
         if folded is not None:
             return self.const(folded, op_type.lower())
         names = [self.fresh(op_type) for _ in range(outputs)]
-        self.nodes.append(helper.make_node(op_type, list(inputs), names, domain=domain or None, **attrs))
+        node = helper.make_node(op_type, list(inputs), names, domain=domain or None, **attrs)
+        self.nodes.append(node)
+        self.producers.update(dict.fromkeys(names, node))
         known = [self.values[i] for i in inputs if i]
         if rank == "auto":
             ranks = [v.rank for v in known]

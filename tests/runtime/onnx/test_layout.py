@@ -146,3 +146,33 @@ def test_padding_residuals_concatenation_and_gates_stay_in_nchw():
     (depthwise,) = [n for n in model.graph.node if n.op_type == "Conv" and any(a.i == 4 for a in n.attribute)]
     pads = next(a.ints for a in depthwise.attribute if a.name == "pads")
     assert list(pads) == [1, 0, 1, 1]  # the ZeroPadding, folded: top, left, bottom, right
+
+
+@pytest.mark.parametrize("scale", ["Mul", "RealDiv"])
+def test_keras_hard_swish_converts_to_one_hard_sigmoid(scale):
+    """Keras' hard_swish, x * relu6(x + 3) * (1 / 6) (Keras 3: / 6), after a convolution:
+    one HardSigmoid (onnxruntime folds it into the Conv), not Add, Clip and Mul/Div."""
+    factor = np.float32(1 / 6) if scale == "Mul" else np.float32(6)
+    nodes = [
+        node("x", "Placeholder", dtype=F),
+        _const("w", WEIGHTS["w"]),
+        _const("three", np.float32(3)),
+        _const("factor", factor),
+        node("conv", "Conv2D", "x", "w", T=F, strides=[1, 1, 1, 1], padding="SAME"),
+        node("shifted", "AddV2", "conv", "three", T=F),
+        node("clipped", "Relu6", "shifted", T=F),
+        node("hard", scale, "clipped", "factor", T=F),
+        node("y", "Mul", "conv", "hard", T=F),
+    ]
+    graph_def = graph_pb2.GraphDef()
+    graph_def.node.extend(nodes)
+    x = RNG.uniform(-4, 4, (2, 6, 6, 3)).astype(np.float32)
+    with Session(graph=Graph.from_graph_def(graph_def)) as native:
+        want = native.run("y:0", {"x:0": x})
+    delegated = Session(graph=Graph.from_graph_def(graph_def))
+    report = delegated.delegate(DelegationOptions(min_cluster_ops=1), [(["x:0"], ["y:0"])])
+    np.testing.assert_allclose(delegated.run("y:0", {"x:0": x}), want, rtol=1e-5, atol=1e-5)
+    assert not report.fallbacks, report.summary()
+    model = convert_subgraph(graph_def, ["x"], ["y:0"], Signature((F,), (4,)))
+    types = [n.op_type for n in model.graph.node]
+    assert "HardSigmoid" in types and "Clip" not in types and "Div" not in types, types

@@ -103,10 +103,12 @@ def build(*, force: bool, only: list[str] | None, jobs: int) -> int:
         groups.setdefault(entry.module, []).append(entry)
     pythons = {venv: ensure_venv(oracle_dir(), venv, say) for venv in {e.venv for e in stale}}
     cache_dir().mkdir(parents=True, exist_ok=True)
+    # Modules with the most stale models first (the zoo's: minutes each), so that no long one
+    # starts last while the other workers sit idle.
+    ordered = sorted(groups.items(), key=lambda item: -len(item[1]))
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [
-            pool.submit(_run_module, pythons[group[0].venv], module, group)
-            for module, group in groups.items()
+            pool.submit(_run_module, pythons[group[0].venv], module, group) for module, group in ordered
         ]
         failed = [name for f in futures for name in f.result()]
     if not only:

@@ -16,7 +16,7 @@ import pytest
 from apis.tensorflow.core.framework import tensor_pb2
 from loader import load_saved_model, model_identity, read_fingerprint
 from runtime import tensor_util
-from runtime.onnx import cluster_cache
+from runtime.onnx import cluster_cache, runner_of
 from runtime.onnx.cluster_cache import ClusterCache
 from tests.oracle import catalog, corpus
 
@@ -198,3 +198,24 @@ def test_concurrent_writers_leave_whole_entries(tmp_path):
     assert all(payload is None or payload in payloads for payload in seen)
     assert cache.read("onnx", key).payload in payloads
     assert [p.name for p in tmp_path.iterdir()] == [f"{key}.onnx"]  # no temporary file left
+
+
+def test_a_warm_starts_native_runs_read_the_weights_from_the_session(manifest, tmp_path):
+    """Read from the cache, clusters hold no weights until a native run needs them (a guard, a
+    fallback): then ClusterConstants computes them in the Session, and the run is TF's."""
+    run_and_check(manifest, tmp_path)
+    case = manifest["cases"][0]
+    bundle = load_saved_model(manifest["export_path"], case["tags"], cluster_cache=tmp_path)
+    try:
+        signature = bundle.signature_defs[case["signature"]]
+        (key, path), (out_key, out_path) = *case["inputs"].items(), *case["outputs"].items()
+        x = read_tensor(manifest, path)
+        bundle.session.run(signature.outputs[out_key].name, {signature.inputs[key].name: x})
+        clusters = [op for op in bundle.session.graph.get_operations() if op.type == "_OrtCluster"]
+        (runner,) = [runner_of(op) for op in clusters if runner_of(op)._compiled]  # the one that ran
+        assert runner._constant_names and runner._constants._values == {}  # nothing seeded
+        (native,) = runner._run_native([x])
+        np.testing.assert_allclose(native, read_tensor(manifest, out_path), rtol=1e-4, atol=1e-5)
+        assert set(runner._constants._values) == set(runner._constant_names)
+    finally:
+        bundle.close()

@@ -7,8 +7,8 @@ runs its serving signature once on the same input:
   cache directory: the graph is rewritten, the clusters converted and validated (and kept);
 - ``ours warm``: the same with the cluster cache that an earlier start filled: a restart, or a
   new replica sharing the directory;
-- ``ORT alone``: ``onnxruntime.InferenceSession`` on the converted model (the cluster the warm
-  cache holds, written out as a ``.onnx`` file), default session options, CPU provider;
+- ``ORT alone``: ``onnxruntime.InferenceSession`` on the converted model (the cluster's ``.onnx``
+  file the warm cache holds), default session options, CPU provider;
 - ``TF``: ``tf.saved_model.load`` and a call of its serving signature (oracle venv ``tf221``).
 
 Models: ``mlp``, a TF1 graph of dense layers holding about 200 MB of float32 variables (built
@@ -16,7 +16,7 @@ once by TensorFlow under ``--cache``), and ``mobilenet_v2``, the oracle zoo's Ke
 (``zoo_mobilenet_v2_saved``: ``tf.saved_model.save``, 32x32 inputs, 2.3 M weights).
 
 Each (model, side) runs ``--repeats`` times, sides alternating; the median wall time and the
-median peak RSS (the child's ``ru_maxrss``) are printed, with ratios to ORT alone and the aims:
+median peak RSS (each child's own ``VmHWM``) are printed, with ratios to ORT alone and the aims:
 warm within 2x of ORT alone, cold MobileNetV2 under 0.6 s, RSS under 2x ORT alone. Files sit in
 the page cache after the first run: this measures process cold start, not a cold disk. Our
 package is byte-compiled first (``compileall``: what installing a wheel does), since this
@@ -75,7 +75,17 @@ BUILD_MLP = textwrap.dedent(
     """
 )
 
-# Each side prints one line: the sum of its first output (to check the sides agree).
+# Each side prints two lines: the sum of its first output (to check the sides agree), then its peak
+# RSS in MB. VmHWM, its own image's high-water mark: ru_maxrss of an exec'd child counts the
+# parent's memory at the fork.
+PEAK = textwrap.dedent(
+    """
+    def peak_mb():
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    """
+)
 OURS = textwrap.dedent(
     """
     import sys, numpy as np
@@ -86,6 +96,7 @@ OURS = textwrap.dedent(
     (feed,), (fetch,) = sig.inputs.values(), sig.outputs.values()
     out = bundle.session.run(fetch.name, {feed.name: np.linspace(-1, 1, np.prod(shape), dtype=np.float32).reshape(shape)})
     print(float(np.asarray(out).sum()))
+    print(peak_mb())
     """
 )
 
@@ -96,6 +107,7 @@ ORT_ALONE = textwrap.dedent(
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     x = np.linspace(-1, 1, np.prod(shape), dtype=np.float32).reshape(shape)
     print(float(np.asarray(session.run(None, {session.get_inputs()[0].name: x})[0]).sum()))
+    print(peak_mb())
     """
 )
 
@@ -109,6 +121,7 @@ THEIRS = textwrap.dedent(
     x = np.linspace(-1, 1, np.prod(shape), dtype=np.float32).reshape(shape)
     (out,) = fn(**{key: tf.constant(x)}).values()
     print(float(out.numpy().sum()))
+    print(peak_mb())
     """
 )
 
@@ -127,41 +140,32 @@ def build_mlp(cache: Path, rebuild: bool) -> Path:
 
 
 def run_child(command: list[str], env: dict) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in MB, last stdout line) of one fresh process, waited for with
-    ``wait4`` so that its own peak RSS is known."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        process = subprocess.Popen(command, stdout=out, stderr=err, env=env, cwd=REPO_ROOT)
-        _, status, usage = os.wait4(process.pid, 0)
-        elapsed = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)  # (reaped here, not by Popen)
-        out.seek(0)
-        err.seek(0)
-        if process.returncode != 0:
-            raise RuntimeError(f"{command[:3]} failed:\n{err.read().decode()[-3000:]}")
-        return elapsed, usage.ru_maxrss / 1024, out.read().decode().strip().splitlines()[-1]
+    """(wall seconds, peak RSS in MB, output sum) of one fresh process."""
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, check=False)
+    elapsed = time.perf_counter() - start
+    if result.returncode != 0:
+        raise RuntimeError(f"{command[:3]} failed:\n{result.stderr[-3000:]}")
+    output, peak = result.stdout.strip().splitlines()[-2:]
+    return elapsed, float(peak), output
 
 
-def onnx_of(cache: Path, folder: Path) -> Path:
-    """The converted model the warm cache holds (the model's one cluster), as a ``.onnx`` file."""
-    (entry,) = cache.glob("*.onnx")
-    data = entry.read_bytes()
-    start = 10 + 8 + int.from_bytes(data[10:18], "big")  # magic, header length, header
-    path = folder / f"{cache.name}.onnx"
-    path.write_bytes(data[start:])
-    return path
+def onnx_of(cache: Path) -> Path:
+    """The converted model the warm cache holds (the model's one cluster): an ONNX file."""
+    (model,) = cache.glob("*.onnx")
+    return model
 
 
 def commands(name: str, export_dir: Path, shape: str, folder: Path, env: dict) -> dict[str, list[str]]:
     """Each side's command line; fills the warm cache and writes the converted model first."""
     warm = folder / f"{name}_warm"
-    run_child([sys.executable, "-c", OURS, str(export_dir), str(warm), shape], env)
+    run_child([sys.executable, "-c", PEAK + OURS, str(export_dir), str(warm), shape], env)
     cold = folder / f"{name}_cold"
     return {
-        "ours cold": [sys.executable, "-c", OURS, str(export_dir), str(cold), shape],
-        "ours warm": [sys.executable, "-c", OURS, str(export_dir), str(warm), shape],
-        "ORT alone": [sys.executable, "-c", ORT_ALONE, str(onnx_of(warm, folder)), shape],
-        "TF": [str(TF_PYTHON), "-c", THEIRS, str(export_dir), shape],
+        "ours cold": [sys.executable, "-c", PEAK + OURS, str(export_dir), str(cold), shape],
+        "ours warm": [sys.executable, "-c", PEAK + OURS, str(export_dir), str(warm), shape],
+        "ORT alone": [sys.executable, "-c", PEAK + ORT_ALONE, str(onnx_of(warm)), shape],
+        "TF": [str(TF_PYTHON), "-c", PEAK + THEIRS, str(export_dir), shape],
     }
 
 

@@ -266,9 +266,9 @@ class ClusterRunner:
             if self._cache is not None and not self._native_only
             else None
         )
-        entry = self._cache.read("onnx", key) if key is not None else None
-        if entry is not None:
-            compiled = self._from_cache(entry.payload, providers, inputs)
+        stored = self._cache.model_path(key) if key is not None else None
+        if stored is not None:
+            compiled = self._from_cache(str(stored), providers, inputs)
             if compiled is not None:
                 return compiled
         native = self._run_native(inputs) if self._options.validate or self._native_only else None
@@ -297,10 +297,11 @@ class ClusterRunner:
             if problem is not None:
                 return self._fall_back(f"validation failed: {problem}", native, inputs)
             if key is not None:  # converted and validated: what the next start reads
-                self._cache.write("onnx", key, data, {"cluster": self.name})
+                self._cache.write_model(key, data, {"cluster": self.name})
         return session, ours
 
-    def _session(self, data: bytes, providers: list[str]) -> ort.InferenceSession:
+    def _session(self, data: bytes | str, providers: list[str]) -> ort.InferenceSession:
+        """A session of the model in ``data`` (bytes, or the path of a file)."""
         session = ort.InferenceSession(
             data, options_lib.session_options(self._options, self._flops), providers=providers
         )
@@ -314,11 +315,11 @@ class ClusterRunner:
             ours[i] = text_table.take(table, ours[i], axis)
         return ours
 
-    def _from_cache(self, data: bytes, providers: list[str], inputs) -> tuple[object, list] | None:
+    def _from_cache(self, path: str, providers: list[str], inputs) -> tuple[object, list] | None:
         """The cached model's session and first outputs, or None where it fails (then it is
         converted again)."""
         try:
-            session = self._session(data, providers)
+            session = self._session(path, providers)
             ours = self._first_run(session, inputs)
         except Exception as exc:  # noqa: BLE001 - a bad input fails here too: the general path answers
             logger.info("onnxruntime cluster %s: cached model not used: %s", self.name, exc)

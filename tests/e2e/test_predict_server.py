@@ -437,7 +437,7 @@ def test_a_restart_reads_the_cluster_cache(model_server, tmp_path):
         model_server, tmp_path / "a", "keras_cnn_bn", f"--onnx_cluster_cache_dir={cache}"
     )
     assert "read from the cluster cache" not in first.output()
-    assert {p.suffix for p in cache.iterdir()} == {".onnx", ".plan"}
+    assert {p.suffix for p in cache.iterdir()} == {".onnx", ".json", ".plan"}
     (second,) = check_corpus_model(
         model_server, tmp_path / "b", "keras_cnn_bn", f"--onnx_cluster_cache_dir={cache}"
     )

@@ -104,8 +104,8 @@ def test_a_corrupt_entry_is_ignored_and_rebuilt(manifest, tmp_path, monkeypatch,
         path.write_bytes(good[:-10] + bytes([good[-10] ^ 0x40]) + good[-9:])
     elif damage == "empty":
         path.write_bytes(b"")
-    else:  # a whole entry, of another key, under this name
-        (other,) = [p for p in tmp_path.iterdir() if p.suffix != f".{kind}"]
+    else:  # a whole file, of another entry, under this name
+        (other,) = [p for p in tmp_path.iterdir() if p.suffix == (".onnx" if kind == "plan" else ".plan")]
         path.write_bytes(other.read_bytes())
     rebuilt = Counting(monkeypatch, delegate_module if kind == "plan" else cluster_module, _builder(kind))
     run_and_check(manifest, tmp_path)
@@ -140,9 +140,9 @@ def test_another_model_is_a_miss(manifest, tmp_path):
     assert identity != model_identity(str(manifest["export_path"]), None)  # files, not the fingerprint
     one, other = ClusterCache(tmp_path, identity), ClusterCache(tmp_path, identity + " changed")
     key = one.key("onnx", "cluster")
-    one.write("onnx", key, b"model bytes")
-    assert one.read("onnx", key).payload == b"model bytes"
-    assert other.read("onnx", other.key("onnx", "cluster")) is None
+    one.write_model(key, b"model bytes")
+    assert one.model_path(key).read_bytes() == b"model bytes"
+    assert other.model_path(other.key("onnx", "cluster")) is None
 
 
 def test_an_export_without_a_fingerprint_is_named_by_its_files(tmp_path):
@@ -165,25 +165,44 @@ def test_an_export_without_a_fingerprint_is_named_by_its_files(tmp_path):
 )
 def test_entries_that_fail_a_check_read_as_none(tmp_path, data):
     cache = ClusterCache(tmp_path, "model")
-    key = cache.key("onnx", "cluster")
-    (tmp_path / f"{key}.onnx").write_bytes(data)
-    assert cache.read("onnx", key) is None
+    key = cache.key("plan", "graph")
+    (tmp_path / f"{key}.plan").write_bytes(data)
+    assert cache.read("plan", key) is None
+
+
+@pytest.mark.parametrize("damage", ["no header", "header of another key", "header not json", "model shorter"])
+def test_a_model_whose_header_does_not_match_it_reads_as_none(tmp_path, damage):
+    cache = ClusterCache(tmp_path, "model")
+    key, other = cache.key("onnx", "cluster"), cache.key("onnx", "another cluster")
+    cache.write_model(key, b"model bytes")
+    cache.write_model(other, b"other bytes")
+    head = tmp_path / f"{key}.onnx.json"
+    if damage == "no header":
+        head.unlink()
+    elif damage == "header of another key":
+        head.write_bytes((tmp_path / f"{other}.onnx.json").read_bytes())
+    elif damage == "header not json":
+        head.write_text("{")
+    else:
+        (tmp_path / f"{key}.onnx").write_bytes(b"model")
+    assert cache.model_path(key) is None
+    assert cache.model_path(other) is not None
 
 
 def test_concurrent_writers_leave_whole_entries(tmp_path):
     """Replicas sharing a directory: readers see a whole entry or none, never a torn one."""
     cache = ClusterCache(tmp_path, "model")
-    key = cache.key("onnx", "cluster")
+    key = cache.key("plan", "graph")
     payloads = [bytes([i]) * (1 << 20) for i in range(4)]
     seen, stop = [], threading.Event()
 
     def write(payload: bytes) -> None:
         for _ in range(20):
-            cache.write("onnx", key, payload)
+            cache.write("plan", key, payload)
 
     def read() -> None:
         while not stop.is_set():
-            entry = cache.read("onnx", key)
+            entry = cache.read("plan", key)
             seen.append(None if entry is None else entry.payload)
 
     reader = threading.Thread(target=read)
@@ -196,8 +215,8 @@ def test_concurrent_writers_leave_whole_entries(tmp_path):
     stop.set()
     reader.join()
     assert all(payload is None or payload in payloads for payload in seen)
-    assert cache.read("onnx", key).payload in payloads
-    assert [p.name for p in tmp_path.iterdir()] == [f"{key}.onnx"]  # no temporary file left
+    assert cache.read("plan", key).payload in payloads
+    assert [p.name for p in tmp_path.iterdir()] == [f"{key}.plan"]  # no temporary file left
 
 
 def test_a_warm_starts_native_runs_read_the_weights_from_the_session(manifest, tmp_path):

@@ -202,14 +202,19 @@ def fused_batch_norm(node: TFNode, b: Builder) -> list[str | None]:
     factor = b.op("Mul", [scale, b.op("Reciprocal", [b.op("Sqrt", [b.op("Add", [variance, eps])])])])
     shift = b.op("Sub", [offset, b.op("Mul", [mean, factor])])
     twin = b.nchw.get(x) if _nhwc(node) else None  # after a Conv: on its NCHW output (layout.py)
+    known = b.values[factor].const is not None and b.values[shift].const is not None
+    if known and (twin is not None or not _nhwc(node)):
+        # One BatchNormalization of x * factor + shift (mean 0, variance 1, epsilon 0: exactly
+        # that): onnxruntime folds it into a Conv before it, and runs it as one pass where none
+        # is (DenseNet's norms after a concatenation), half of a Mul then an Add.
+        zero, one = (b.const(np.full(b.values[factor].const.shape, v, np.float32), "stat") for v in (0, 1))
+        y = b.op("BatchNormalization", [twin or x, factor, shift, zero, one], epsilon=0.0)
+        return [layout.from_nchw(b, y) if twin is not None else y, None, None, None, None, None]
     if not _nhwc(node) or twin is not None:
         shape = b.int64s([-1, 1, 1], "shape")
         factor, shift = (b.op("Reshape", [v, shape], rank=3) for v in (factor, shift))
-    if twin is not None:
-        y = layout.from_nchw(b, b.op("Add", [b.op("Mul", [twin, factor], rank=4), shift], rank=4))
-        return [y, None, None, None, None, None]
-    y = b.op("Add", [b.op("Mul", [x, factor]), shift])
-    return [y, None, None, None, None, None]
+    y = b.op("Add", [b.op("Mul", [twin or x, factor]), shift])
+    return [layout.from_nchw(b, y) if twin is not None else y, None, None, None, None, None]
 
 
 def _top_k_reason(op) -> str | None:

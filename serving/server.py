@@ -22,7 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from apis.tensorflow_serving.apis import model_service_pb2_grpc
 from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
-from serving import model_config
+from serving import grpc_handlers, grpc_service, model_config
 from serving.health import ModelHealth
 from serving.manager import status_string
 from serving.model_service import ModelServiceServicer
@@ -127,18 +127,19 @@ def build_server(
     """A started-ready (not yet started) grpc.Server with every service registered, its calls
     run by ``pool`` (by default a ``grpc_pool`` of its own)."""
     server = grpc.server(pool or grpc_pool(options), options=server_options(options))
-    services = [MODEL_SERVICE, HEALTH_SERVICE]
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServiceServicer(core), server)
-    try:
-        from serving import grpc_service
-    except ImportError as e:  # the request path is built alongside; keep the server usable
-        logger.warning("PredictionService is not available: %s", e)
-    else:
-        grpc_service.add_to_server(core, server)
-        services.insert(0, PREDICTION_SERVICE)
+    # Every service through grpc_handlers: requests parsed in our handlers, never by grpc.
+    grpc_service.add_to_server(core, server)
+    model_service = ModelServiceServicer(core)
+    grpc_handlers.add_service(
+        server,
+        lambda target: model_service_pb2_grpc.add_ModelServiceServicer_to_server(model_service, target),
+    )
     model_health = ModelHealth(core)
-    health_pb2_grpc.add_HealthServicer_to_server(model_health.servicer, server)
-    reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server)
+    grpc_handlers.add_service(
+        server, lambda target: health_pb2_grpc.add_HealthServicer_to_server(model_health.servicer, target)
+    )
+    services = (PREDICTION_SERVICE, MODEL_SERVICE, HEALTH_SERVICE, reflection.SERVICE_NAME)
+    grpc_handlers.add_service(server, lambda target: reflection.enable_server_reflection(services, target))
     creds = credentials(options)
     addresses = []
     if options.port != 0:

@@ -113,6 +113,12 @@ FLAGS: tuple[Flag, ...] = (
         "Extension: run op clusters that map to ONNX in onnxruntime, validated against the numpy "
         "kernels on first run (default true; false runs every op on the numpy kernels).",
     ),
+    Flag(
+        "lame_duck_seconds",
+        FLOAT,
+        "Extension: on SIGTERM, health reports NOT_SERVING and requests are still answered for this "
+        "many seconds before the server stops accepting them (default 5; SIGINT: none).",
+    ),
 )
 
 _INT_RE = re.compile(r"\s*[+-]?\d+")

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
+from serving.drain import REFUSAL_MESSAGE, Drain
+
 UNPARSABLE_REQUEST = "Exception deserializing request!"
 
 
@@ -32,28 +34,35 @@ class _Recorder:
         self.services[service] = dict(handlers)
 
 
-def add_service(server: grpc.Server, register: Callable[[object], None]) -> list[str]:
+def add_service(
+    server: grpc.Server, register: Callable[[object], None], drain: Drain | None = None
+) -> list[str]:
     """Runs ``register(target)`` (e.g. a generated ``add_*Servicer_to_server`` bound to its
-    servicer) and adds what it registers to ``server`` with requests parsed in the handler.
-    Returns the service names added."""
+    servicer) and adds what it registers to ``server`` with requests parsed in the handler
+    (and refused while ``drain`` refuses, if given). Returns the service names added."""
     recorder = _Recorder()
     register(recorder)
     if not recorder.services:
         raise ValueError("register added no service")
     for service, handlers in recorder.services.items():
-        add_handlers(server, service, handlers)
+        add_handlers(server, service, handlers, drain)
     return list(recorder.services)
 
 
-def add_handlers(server: grpc.Server, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+def add_handlers(
+    server: grpc.Server,
+    service: str,
+    handlers: dict[str, grpc.RpcMethodHandler],
+    drain: Drain | None = None,
+) -> None:
     """What generated code does with ``handlers`` of ``service``, with requests parsed in the
-    handler."""
-    raw = {method: parse_in_handler(handler) for method, handler in handlers.items()}
+    handler; while ``drain`` refuses, calls are answered UNAVAILABLE before they are parsed."""
+    raw = {method: parse_in_handler(handler, drain or _NEVER) for method, handler in handlers.items()}
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, raw),))
     server.add_registered_method_handlers(service, raw)
 
 
-def parse_in_handler(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+def parse_in_handler(handler: grpc.RpcMethodHandler, drain: Drain) -> grpc.RpcMethodHandler:
     """``handler`` taking request bytes: the same behaviour, its deserializer called by us."""
     parse = handler.request_deserializer
     if parse is None:
@@ -63,6 +72,8 @@ def parse_in_handler(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         kind = "stream_stream" if handler.stream_stream else "stream_unary"
 
         def on_stream(requests, context, *rest):
+            if drain.refusing:
+                _refuse(drain, context)
             return behavior(_parsed_stream(requests, parse, context), context, *rest)
 
         wrapped = on_stream
@@ -71,10 +82,20 @@ def parse_in_handler(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         kind = "unary_unary" if handler.unary_unary else "unary_stream"
 
         def on_unary(data, context, *rest):
+            if drain.refusing:
+                _refuse(drain, context)
             return behavior(_parsed(data, parse, context), context, *rest)
 
         wrapped = on_unary
     return handler._replace(request_deserializer=None, **{kind: wrapped})
+
+
+_NEVER = Drain()  # for services added without one: never refuses
+
+
+def _refuse(drain: Drain, context: grpc.ServicerContext) -> None:
+    drain.refused()
+    context.abort(grpc.StatusCode.UNAVAILABLE, REFUSAL_MESSAGE)
 
 
 def _parsed(data: bytes, parse: Callable[[bytes], object], context: grpc.ServicerContext):

@@ -55,7 +55,7 @@ class PredictionServiceServicer(prediction_service_pb2_grpc.PredictionServiceSer
         return get_model_metadata(self._core, request, context.time_remaining())
 
 
-def add_to_server(core, server) -> PredictionServiceServicer:
+def add_to_server(core, server, drain=None) -> PredictionServiceServicer:
     """Register a PredictionServiceServicer for ``core`` on a grpc server: the generated
     registration, except that requests are parsed in the handler (``grpc_handlers``) and
     Predict's response is already serialized (``predict_wire``)."""
@@ -79,7 +79,7 @@ def add_to_server(core, server) -> PredictionServiceServicer:
             get_model_metadata_pb2.GetModelMetadataResponse,
         ),
     }
-    grpc_handlers.add_handlers(server, SERVICE, handlers)
+    grpc_handlers.add_handlers(server, SERVICE, handlers, drain)
     return servicer
 
 

@@ -114,6 +114,12 @@ FLAGS: tuple[Flag, ...] = (
         "kernels on first run (default true; false runs every op on the numpy kernels).",
     ),
     Flag(
+        "file_system_settle_seconds",
+        FLOAT,
+        "Extension: a new version directory is only loaded once nothing in it has changed for this "
+        "many seconds (default 0: at once; a half-copied version fails to load and is retried).",
+    ),
+    Flag(
         "lame_duck_seconds",
         FLOAT,
         "Extension: on SIGTERM, health reports NOT_SERVING and requests are still answered for this "

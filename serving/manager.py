@@ -15,7 +15,9 @@ Guarantees:
 - A failed load is retried ``max_num_load_retries`` times, ``load_retry_interval`` apart,
   then recorded (state END with the error) without touching the versions being served.
   Beyond TF Serving: a failed or retrying version whose directory changes on disk (e.g. a
-  half-copied export being completed) is tried again on the next poll.
+  half-copied export being completed) is tried again on the next poll, and a version waiting
+  to retry holds no load slot (``num_load_threads``), so one model's failing load never holds
+  up another's.
 """
 
 from __future__ import annotations
@@ -158,6 +160,7 @@ class AspiredVersionsManager:
         with self._cv:
             self._max_loads = max(1, n)
             self._reconcile()
+            self._cv.notify_all()  # retries waiting for a load slot
 
     def add_state_listener(self, listener: StateListener) -> None:
         """``listener(servable_id, state)`` runs on every state change, under the manager's lock."""
@@ -370,12 +373,18 @@ class AspiredVersionsManager:
                 break
             if h.cancel.is_set():
                 break
-            with self._cv:
+            with self._cv:  # a retry wait holds no load slot: other models load meanwhile
                 h.waiting_retry, h.fingerprint = True, fp
+                self._loads_in_flight -= 1
+                self._reconcile()
+                self._cv.notify_all()
             h.retry_now.wait(self._retry_interval)
             h.retry_now.clear()
             with self._cv:
                 h.waiting_retry = False
+                while self._loads_in_flight >= self._max_loads and not (self._stopped or h.cancel.is_set()):
+                    self._cv.wait()
+                self._loads_in_flight += 1
             if h.cancel.is_set():
                 logger.info("Retrying of Loading servable: %s was cancelled.", h.id)
                 break

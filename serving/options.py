@@ -81,6 +81,7 @@ class ServerOptions:
     xla_gpu_compilation_enabled: bool = False
     skip_initialize_tpu: bool = False
     onnx_delegation: bool = True  # extension: onnxruntime delegation (runtime/onnx); false turns it off
+    file_system_settle_seconds: float = 0.0  # extension: serving/source.py; 0 takes a version at once
     lame_duck_seconds: float = 5.0  # extension: serving/drain.py; Kubernetes' endpoint removal takes seconds
     version: bool = False
 

@@ -170,7 +170,10 @@ class ServerCore:
         if first_models:
             self._manager.set_num_load_threads(4 * schedulable_cpus())  # TF: fast initial load
             self._source = FileSystemStoragePathSource(
-                servables, self.options.file_system_poll_wait_seconds, self._manager.set_aspired_versions
+                servables,
+                self.options.file_system_poll_wait_seconds,
+                self._manager.set_aspired_versions,
+                self.options.file_system_settle_seconds,
             )
             self._source.start()
             try:

@@ -16,6 +16,8 @@ versions the manager should serve. A base path that does not exist is logged as 
 logs it and leaves that model's aspired versions as they were (never an empty list), so a
 transiently missing mount never unloads a model. Unlike TF Serving, one missing base path
 does not stop the other models from being polled, and only directories count as versions.
+With ``settle_seconds`` (``--file_system_settle_seconds``, ours) a version directory is only seen
+once nothing under it has changed for that long, so a copy in progress is never loaded.
 
 Thread-safety: ``update_config`` and ``stop`` may be called from any thread; the callback
 runs on the polling thread (or the caller of ``poll_once``).
@@ -27,6 +29,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -117,8 +120,28 @@ def select_versions(servable: ServableToMonitor, children: Sequence[str]) -> lis
     return ordered[: policy.num_versions]
 
 
-def poll_servable(servable: ServableToMonitor) -> list[AspiredVersion] | None:
-    """Lists one base path; None when it cannot be read (logged as TF Serving does)."""
+def newest_change(path: str) -> float:
+    """The latest status change (ctime) of ``path`` or anything under it. A copy that keeps
+    files' modification times (``cp -p``, ``rsync -a``, ``gsutil``) still sets their ctimes."""
+    newest = 0.0
+    for root, _dirs, files in os.walk(path):
+        for name in (root, *(os.path.join(root, f) for f in files)):
+            try:
+                newest = max(newest, os.lstat(name).st_ctime)
+            except OSError:
+                continue
+    return newest
+
+
+def settled(path: str, settle_seconds: float, now: float | None = None) -> bool:
+    """True when nothing under ``path`` has changed for ``settle_seconds``."""
+    return (time.time() if now is None else now) - newest_change(path) >= settle_seconds
+
+
+def poll_servable(servable: ServableToMonitor, settle_seconds: float = 0.0) -> list[AspiredVersion] | None:
+    """Lists one base path; None when it cannot be read (logged as TF Serving does).
+    ``settle_seconds`` > 0: a version directory that changed more recently than that is not
+    seen yet (it is still being written), so the policy keeps the versions it has."""
     base = servable.base_path
     if not os.path.exists(base):
         logger.error(
@@ -139,6 +162,8 @@ def poll_servable(servable: ServableToMonitor) -> list[AspiredVersion] | None:
     if servable.policy.kind == "specific" and not servable.policy.versions:
         logger.warning("No specific versions requested for servable %s.", servable.servable_name)
         return []
+    if settle_seconds > 0:
+        children = [c for c in children if parse_version(c) is None or _settled(base, c, settle_seconds)]
     chosen = select_versions(servable, children)
     if not chosen:
         logger.warning(
@@ -150,6 +175,17 @@ def poll_servable(servable: ServableToMonitor) -> list[AspiredVersion] | None:
     return [AspiredVersion(v, os.path.join(base, child)) for v, child in chosen]
 
 
+def _settled(base: str, child: str, settle_seconds: float) -> bool:
+    if settled(os.path.join(base, child), settle_seconds):
+        return True
+    logger.info(
+        "Version directory %s is still changing; waiting until it is unchanged for %gs",
+        os.path.join(base, child),
+        settle_seconds,
+    )
+    return False
+
+
 class FileSystemStoragePathSource:
     """Polls base paths on a daemon thread and reports aspired versions per model."""
 
@@ -158,9 +194,11 @@ class FileSystemStoragePathSource:
         servables: Sequence[ServableToMonitor],
         poll_wait_seconds: float,
         callback: AspiredVersionsCallback,
+        settle_seconds: float = 0.0,
     ):
         self._servables = list(servables)
         self._poll_wait_seconds = poll_wait_seconds
+        self._settle_seconds = settle_seconds
         self._callback = callback
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()  # one poll at a time, callbacks in order
@@ -202,7 +240,7 @@ class FileSystemStoragePathSource:
     def poll_once(self) -> None:
         with self._poll_lock:
             for servable in self.servables:
-                versions = poll_servable(servable)
+                versions = poll_servable(servable, self._settle_seconds)
                 if versions is not None:
                     self._callback(servable.servable_name, versions)
 

@@ -114,6 +114,12 @@ FLAGS: tuple[Flag, ...] = (
         "kernels on first run (default true; false runs every op on the numpy kernels).",
     ),
     Flag(
+        "remote_model_cache_dir",
+        STRING,
+        "Extension: where versions of models on object storage (s3://, gs://) are read to before "
+        "loading; kept across restarts (default: a temporary directory removed at exit).",
+    ),
+    Flag(
         "file_system_settle_seconds",
         FLOAT,
         "Extension: a new version directory is only loaded once nothing in it has changed for this "
@@ -304,7 +310,25 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         logger.warning("Ignoring unknown arguments: %s", " ".join(unknown))
     _log_inactive_flags(options)
+    options = options.replace(remote_storage_options=storage_options(os.environ))
 
     from serving.server import run_server  # grpc is imported only when a server runs
 
     return run_server(options)
+
+
+def storage_options(environ) -> dict:
+    """fsspec options, per URL scheme, from TensorFlow's S3 variables: ``S3_ENDPOINT`` (host[:port]
+    or a URL), ``S3_USE_HTTPS``, ``S3_VERIFY_SSL`` (TF's default for both: 1). botocore reads
+    ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION`` and ``AWS_ENDPOINT_URL``
+    itself, and the latter wins over ``S3_ENDPOINT``."""
+    endpoint = environ.get("S3_ENDPOINT", "")
+    if not endpoint or environ.get("AWS_ENDPOINT_URL"):
+        return {}
+    if "://" not in endpoint:
+        scheme = "http" if environ.get("S3_USE_HTTPS", "1") == "0" else "https"
+        endpoint = f"{scheme}://{endpoint}"
+    options: dict = {"endpoint_url": endpoint}
+    if environ.get("S3_VERIFY_SSL", "1") == "0":
+        options["client_kwargs"] = {"verify": False}
+    return {"s3": options, "s3a": options}

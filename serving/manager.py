@@ -152,6 +152,7 @@ class AspiredVersionsManager:
         self._seq = 0
         self._loads_in_flight = 0
         self._listeners: list[StateListener] = []
+        self._source_errors: dict[str, errors.OpError] = {}  # model -> why its base path fails
         self._stopped = False
 
     # -- configuration -------------------------------------------------------------------
@@ -267,12 +268,27 @@ class AspiredVersionsManager:
         with self._cv:
             return sorted(self._states)
 
+    def set_source_error(self, name: str, error: errors.OpError | None) -> None:
+        """Why the source cannot read model ``name``'s base path (None: it can again). A model
+        with such an error counts as reached in ``wait_for_models``, so it holds nothing up."""
+        with self._cv:
+            if error is None:
+                self._source_errors.pop(name, None)
+            else:
+                self._source_errors[name] = error
+            self._cv.notify_all()
+
+    def source_error(self, name: str) -> errors.OpError | None:
+        with self._cv:
+            return self._source_errors.get(name)
+
     def current_seq(self) -> int:
         with self._cv:
             return self._seq
 
     def wait_for_models(self, names: set[str], since_seq: int) -> dict[str, VersionState]:
-        """Blocks until each model has a version that became AVAILABLE or END after ``since_seq``.
+        """Blocks until each model has a version that became AVAILABLE or END after ``since_seq``,
+        or its base path cannot be read (``set_source_error``: version 0, END, that error).
 
         Returns, per model, the first such state (TF's ``WaitUntilServablesReachState``).
         """
@@ -287,6 +303,8 @@ class AspiredVersionsManager:
                     ]
                     if hits:
                         reached[name] = min(hits, key=lambda s: s.seq)
+                    elif name in self._source_errors:
+                        reached[name] = VersionState(0, ManagerState.END, self._source_errors[name])
                 if reached.keys() >= names or self._stopped:
                     return reached
                 self._cv.wait(1.0)

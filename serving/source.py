@@ -16,6 +16,7 @@ versions the manager should serve. A base path that does not exist is logged as 
 logs it and leaves that model's aspired versions as they were (never an empty list), so a
 transiently missing mount never unloads a model. Unlike TF Serving, one missing base path
 does not stop the other models from being polled, and only directories count as versions.
+Base paths on object storage (``s3://``, ``gs://``, ...) are read through ``serving/storage.py``.
 With ``settle_seconds`` (``--file_system_settle_seconds``, ours) a version directory is only seen
 once nothing under it has changed for that long, so a copy in progress is never loaded.
 
@@ -28,10 +29,15 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+from runtime import errors
+from serving import storage
 
 logger = logging.getLogger(__name__)
 
@@ -186,8 +192,42 @@ def _settled(base: str, child: str, settle_seconds: float) -> bool:
     return False
 
 
+def poll_remote_servable(servable: ServableToMonitor, remote: storage.RemoteBasePath) -> list[AspiredVersion]:
+    """``poll_servable`` for a base path on object storage: one listing, complete versions
+    only (an upload in progress is not seen yet), the policy's picks fetched into the local
+    cache. Raises the OpError that stopped it (``storage.classify``)."""
+    listing = remote.list()
+    complete = {}
+    for child, files in listing.items():
+        if parse_version(child) is None:
+            continue
+        why = storage.incomplete(files)
+        if why is None:
+            complete[child] = files
+        else:
+            logger.info("Version %s/%s is not complete yet (%s); not loading it", remote.url, child, why)
+    chosen = select_versions(servable, list(complete))
+    if not chosen:
+        logger.warning(
+            "No versions of servable %s found under base path %s. Did you forget to name your leaf "
+            "directory as a number (eg. '/1/')?",
+            servable.servable_name,
+            remote.url,
+        )
+    return [AspiredVersion(version, remote.fetch(child, complete[child])) for version, child in chosen]
+
+
+SourceErrorCallback = Callable[[str, "errors.OpError | None"], None]
+
+
 class FileSystemStoragePathSource:
-    """Polls base paths on a daemon thread and reports aspired versions per model."""
+    """Polls base paths on a daemon thread and reports aspired versions per model.
+
+    Base paths on object storage (``storage.is_remote``) are read through ``storage``: their
+    versions are fetched into ``cache_dir`` (a temporary directory of the source's own, removed
+    on ``stop``, when empty), and ``error_callback(name, error_or_None)`` hears when a model's
+    base path fails (a missing path, refused credentials, storage out of reach) and recovers.
+    """
 
     def __init__(
         self,
@@ -195,11 +235,20 @@ class FileSystemStoragePathSource:
         poll_wait_seconds: float,
         callback: AspiredVersionsCallback,
         settle_seconds: float = 0.0,
+        *,
+        cache_dir: str = "",
+        storage_options: dict | None = None,
+        error_callback: SourceErrorCallback | None = None,
     ):
         self._servables = list(servables)
         self._poll_wait_seconds = poll_wait_seconds
         self._settle_seconds = settle_seconds
         self._callback = callback
+        self._cache_dir, self._own_cache = cache_dir, False
+        self._storage_options = storage_options or {}
+        self._error_callback = error_callback
+        self._remotes: dict[str, storage.RemoteBasePath] = {}
+        self._errors: dict[str, str] = {}  # model -> the message last reported
         self._lock = threading.Lock()
         self._poll_lock = threading.Lock()  # one poll at a time, callbacks in order
         self._wake = threading.Event()
@@ -240,15 +289,55 @@ class FileSystemStoragePathSource:
     def poll_once(self) -> None:
         with self._poll_lock:
             for servable in self.servables:
-                versions = poll_servable(servable, self._settle_seconds)
+                if storage.is_remote(servable.base_path):
+                    versions = self._poll_remote(servable)
+                else:
+                    versions = poll_servable(servable, self._settle_seconds)
                 if versions is not None:
                     self._callback(servable.servable_name, versions)
+
+    def _poll_remote(self, servable: ServableToMonitor) -> list[AspiredVersion] | None:
+        """None (the aspired versions stay as they were) when the base path fails."""
+        name = servable.servable_name
+        try:
+            remote = self._remotes.get(servable.base_path)
+            if remote is None:
+                remote = storage.RemoteBasePath(servable.base_path, self._cache(), self._storage_options)
+                self._remotes[servable.base_path] = remote
+            versions = poll_remote_servable(servable, remote)
+        except errors.OpError as error:
+            self._report(name, error)
+            return None
+        self._report(name, None)
+        return versions
+
+    def _report(self, name: str, error: errors.OpError | None) -> None:
+        """Logs a model's storage failure once, and its recovery; tells ``error_callback``."""
+        message = "" if error is None else error.message
+        if self._errors.get(name, "") == message:
+            return
+        self._errors[name] = message
+        if error is None:
+            logger.info("The base path of servable %s can be read again", name)
+        elif error.code == errors.UNAVAILABLE:
+            logger.warning("Servable %s keeps the versions it serves: %s", name, message)
+        else:
+            logger.error("FileSystemStoragePathSource encountered a filesystem access error: %s", message)
+        if self._error_callback is not None:
+            self._error_callback(name, error)
+
+    def _cache(self) -> str:
+        if not self._cache_dir:
+            self._cache_dir, self._own_cache = tempfile.mkdtemp(prefix="model_server-models-"), True
+        return self._cache_dir
 
     def stop(self) -> None:
         self._stopped.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self._own_cache:
+            shutil.rmtree(self._cache_dir, ignore_errors=True)
 
     def _run(self) -> None:
         while not self._stopped.is_set():

@@ -121,6 +121,7 @@ def test_hot_swap_never_loses_availability(loader, tmp_path):
     thread.start()
     manager.set_aspired_versions("m", [AspiredVersion(2, make_version(tmp_path, 2))])
     wait_until(lambda: states(manager, "m") == {2: ManagerState.AVAILABLE, 1: ManagerState.END})
+    wait_until(lambda: 2 in seen)  # the client thread may be slow to run on a busy machine
     done.set()
     thread.join()
     manager.stop()

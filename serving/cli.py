@@ -87,7 +87,12 @@ FLAGS: tuple[Flag, ...] = (
         "Comma separated gRPC server arguments, e.g. grpc.max_connection_age_ms=2000",
     ),
     Flag("grpc_max_threads", INT32, "Max grpc server threads to handle grpc messages."),
-    Flag("enable_model_warmup", BOOL, "Replay assets.extra/tf_serving_warmup_requests (not active yet)."),
+    Flag(
+        "enable_model_warmup",
+        BOOL,
+        "Enables model warmup, which triggers lazy initializations (such as TF optimizations) at load "
+        "time, to reduce first request latency.",
+    ),
     Flag("num_request_iterations_for_warmup", INT32, "Number of times a warmup request is replayed."),
     Flag("version", BOOL, "Display version"),
     Flag("monitoring_config_file", STRING, "An ascii MonitoringConfig file (not active yet)."),
@@ -150,7 +155,6 @@ _NOT_ACTIVE = (
     "prefer_tflite_model",
     "use_tflite_model",
     "use_alts_credentials",
-    "num_request_iterations_for_warmup",
 )
 
 
@@ -271,8 +275,6 @@ def _log_inactive_flags(options: ServerOptions) -> None:
         if value != getattr(defaults, name):
             shown = str(value).lower() if isinstance(value, bool) else value
             logger.warning("--%s=%s accepted; this capability is not active yet.", name, shown)
-    if options.enable_model_warmup:
-        logger.info("--enable_model_warmup: model warmup is not active yet; models load without warmup.")
 
 
 def configure_logging() -> None:

@@ -132,12 +132,14 @@ class AspiredVersionsManager:
         load_fn: LoadFn,
         *,
         unload_fn: Callable[[Any], None] | None = None,
+        warmup_fn: Callable[[Servable], None] | None = None,
         num_load_threads: int = 0,
         max_num_load_retries: int = 5,
         load_retry_interval_seconds: float = 60.0,
     ):
         self._load_fn = load_fn
         self._unload_fn = unload_fn or _close_bundle
+        self._warmup_fn = warmup_fn
         self._max_loads = max(1, num_load_threads)
         self._max_retries = max(0, max_num_load_retries)
         self._retry_interval = max(0.0, load_retry_interval_seconds)
@@ -377,7 +379,7 @@ class AspiredVersionsManager:
         while True:
             fp = fingerprint(h.path)
             try:
-                bundle = self._load_fn(h.path, h.id)
+                bundle = self._load_and_warm_up(h)
                 error = None
                 break
             except Exception as e:  # any loader failure is a failed load, never a crash
@@ -419,6 +421,20 @@ class AspiredVersionsManager:
                 logger.info("Encountered an error for servable version %s: %s", h.id, status_string(error))
                 self._publish(h, ManagerState.END, error)
             self._reconcile()
+
+    def _load_and_warm_up(self, h: _Harness) -> Any:
+        """The bundle of ``h``, warmed up (``warmup_fn``) before any request can pin it: the
+        warmup's Servable shares the version's cache, so what it builds is what requests find.
+        A failing warmup is a failed load; the bundle is released."""
+        bundle = self._load_fn(h.path, h.id)
+        if self._warmup_fn is not None:
+            try:
+                self._warmup_fn(Servable(h.id.name, h.id.version, bundle, cache=h.cache))
+            except BaseException:
+                h.cache.clear()
+                self._unload_fn(bundle)
+                raise
+        return bundle
 
     def _start_unload(self, h: _Harness) -> None:
         h.state = HarnessState.UNLOADING

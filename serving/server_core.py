@@ -20,7 +20,7 @@ from serving.manager import (
     status_string,
 )
 from serving.options import schedulable_cpus
-from serving.servable import ManagerState, Servable, ServableId, saved_model_load_fn
+from serving.servable import ManagerState, Servable, ServableId, saved_model_load_fn, warmup_fn
 from serving.source import FileSystemStoragePathSource, ServableToMonitor, VersionPolicy
 
 logger = logging.getLogger(__name__)
@@ -39,6 +39,7 @@ class ServerCore:
         self.options = options
         self._manager = AspiredVersionsManager(
             load_fn or saved_model_load_fn(options),
+            warmup_fn=warmup_fn(options) if load_fn is None else None,
             num_load_threads=options.num_load_threads,
             max_num_load_retries=options.max_num_load_retries,
             load_retry_interval_seconds=max(options.load_retry_interval_micros, 0) / 1e6,

@@ -8,14 +8,16 @@ functions, sorted by name, each with its concrete functions' ``structured_input_
 
 What TF decides only by loading is approximated: a SavedModel with several MetaGraphDefs cannot
 be loaded without ``tags`` and prints TF's "N/A" line; a function's concrete functions are sorted
-by their saved names (TF sorts by the names they get on loading, which keep the same order unless
-their numeric suffixes differ in length); a type spec other than (Bounded)TensorSpec prints as its
-class name and the spec's fields, not as TF's ``repr``.
+as TF sorts the names they get on loading (``load_order``), assuming the numbers TF appends are of
+one length (where they straddle a power of ten, TF's order differs); a type spec other than (Bounded)TensorSpec prints as its
+class name and the spec's fields, not as TF's ``repr``. A dict prints its keys sorted: TF prints
+them in the order its protobuf map yields them, which changes from one process to the next.
 """
 
 from __future__ import annotations
 
 import collections
+import re
 
 from apis.tensorflow.core.framework import types_pb2
 from apis.tensorflow.core.protobuf import saved_model_pb2, saved_object_graph_pb2, struct_pb2
@@ -77,7 +79,8 @@ def decode(value: struct_pb2.StructuredValue):
     if kind == "tuple_value":
         return tuple(decode(v) for v in value.tuple_value.values)
     if kind == "dict_value":
-        return {k: decode(v) for k, v in value.dict_value.fields.items()}
+        fields = value.dict_value.fields  # a map: its iteration order differs from process to process
+        return {k: decode(fields[k]) for k in sorted(fields)}
     if kind == "named_tuple_value":
         fields = [p.key for p in value.named_tuple_value.values]
         cls = collections.namedtuple(value.named_tuple_value.name or "NamedTuple", fields, rename=True)
@@ -95,6 +98,54 @@ def decode(value: struct_pb2.StructuredValue):
     if kind == "tensor_dtype_value":
         return dtype_repr(value.tensor_dtype_value)
     return make_ndarray(getattr(value, kind))  # tensor_value, numpy_value
+
+
+_INFERENCE_NAME = re.compile(r"^__inference_(.*)_\d+$")
+
+
+def load_order(library) -> dict[str, str]:
+    """Saved function name -> the name TF's loader gives it, up to the uid's value.
+
+    ``tf.saved_model.load`` imports the library in a topological order (TF's
+    ``_sort_function_defs``: a stack of the functions whose callees are loaded, seeded in library
+    order) and renames each ``__inference_<name>_<n>`` to ``__inference_<name>_<uid>``, its uids
+    increasing in that order. Numbers of one length, increasing in the same order, sort alike.
+    """
+    names = [f.signature.name for f in library.function]
+    known = set(names)
+    callers: dict[str, list[str]] = collections.defaultdict(list)
+    waiting = dict.fromkeys(names, 0)
+    for fdef in library.function:
+        for callee in _callees(fdef, known):
+            callers[callee].append(fdef.signature.name)
+            waiting[fdef.signature.name] += 1
+    ready = [n for n in names if waiting[n] == 0]
+    renamed = {}
+    while ready:
+        name = ready.pop()
+        match = _INFERENCE_NAME.match(name)
+        renamed[name] = f"__inference_{match.group(1) if match else name}_{10**9 + len(renamed)}"
+        for caller in callers[name]:
+            waiting[caller] -= 1
+            if not waiting[caller]:
+                ready.append(caller)
+    return renamed
+
+
+def _callees(fdef, known: set[str]) -> set[str]:
+    """The library functions a body names (TF's ``_list_function_deps``, without gradients)."""
+    found = set()
+    for node in fdef.node_def:
+        if node.op in known:
+            found.add(node.op)
+            continue
+        for value in node.attr.values():
+            kind = value.WhichOneof("value")
+            if kind == "func":
+                found.add(value.func.name)
+            elif kind == "list":
+                found.update(f.name for f in value.list.func)
+    return found
 
 
 def _print_args(arguments, argument_type: str = "Argument", indent: int = 0) -> None:
@@ -152,6 +203,7 @@ def show_defined_functions(saved_model: saved_model_pb2.SavedModel) -> None:
     graph = saved_model.meta_graphs[0].object_graph_def
     if not graph.nodes:
         return
+    loaded = load_order(saved_model.meta_graphs[0].graph_def.library)
     for child in sorted(graph.nodes[0].children, key=lambda c: c.local_name):
         node = graph.nodes[child.node_id]
         kind = node.WhichOneof("kind")
@@ -163,5 +215,5 @@ def show_defined_functions(saved_model: saved_model_pb2.SavedModel) -> None:
         else:
             continue
         print(f"\n  Function Name: '{child.local_name}'")
-        for index, name in enumerate(sorted(names), 1):
+        for index, name in enumerate(sorted(names, key=lambda n: loaded.get(n, n)), 1):
             _print_concrete_function(graph, index, name, keywords)

@@ -27,9 +27,13 @@ def parse_tags(tag_set: str) -> list[str]:
     return tags
 
 
-def meta_graph(saved_model: saved_model_pb2.SavedModel, tag_set: str) -> meta_graph_pb2.MetaGraphDef:
-    """The MetaGraphDef whose tags equal ``--tag_set`` (as a set), with TF's error otherwise."""
-    wanted = set(parse_tags(tag_set))
+def meta_graph(
+    saved_model: saved_model_pb2.SavedModel, tag_set: str, strip: bool = True
+) -> meta_graph_pb2.MetaGraphDef:
+    """The MetaGraphDef whose tags equal ``--tag_set`` (as a set), with TF's error otherwise.
+
+    ``strip=False``: tags as TF 2.21's ``show --tag_set`` (listing keys) reads them, untrimmed."""
+    wanted = set(parse_tags(tag_set)) if strip else {t for t in tag_set.split(",") if t}
     valid = []
     for meta_graph_def in saved_model.meta_graphs:
         tags = meta_graph_def.meta_info_def.tags

@@ -112,11 +112,10 @@ def show(args) -> int:
             print("--list_ops must be paired with a tag-set or with --all.")
         show_tag_sets(saved_model)
         return 0
-    meta_graph_def = reading.meta_graph(saved_model, args.tag_set)
     if args.list_ops:
-        show_ops(meta_graph_def)
-    if args.signature_def is None:
-        show_signature_def_keys(meta_graph_def)
+        show_ops(reading.meta_graph(saved_model, args.tag_set))
+    if args.signature_def is None:  # TF 2.21 trims the tags everywhere but here
+        show_signature_def_keys(reading.meta_graph(saved_model, args.tag_set, strip=False))
     else:
-        show_inputs_outputs(meta_graph_def, args.signature_def)
+        show_inputs_outputs(reading.meta_graph(saved_model, args.tag_set), args.signature_def)
     return 0

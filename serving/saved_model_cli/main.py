@@ -32,6 +32,13 @@ _REFUSED_FLAGS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in one line (the usage is one ``--help`` away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"saved_model_cli: error: {message} (see {self.prog} --help)\n")
+
+
 def _parse_bool(text: str) -> bool:
     lowered = text.lower()
     if lowered in ("true", "t", "1"):
@@ -85,7 +92,7 @@ def _add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def create_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="saved_model_cli", description="saved_model_cli: Command-line interface for SavedModel"
     )
     parser.add_argument("-v", "--version", action="version", version=VERSION)
@@ -97,8 +104,7 @@ def create_parser() -> argparse.ArgumentParser:
     ):
         _add_flags(commands.add_parser(name, help=text, description=text))
     for name in _NEEDS_TENSORFLOW:
-        sub = commands.add_parser(name, help="(needs TensorFlow)", add_help=False)
-        sub.add_argument("rest", nargs=argparse.REMAINDER)
+        commands.add_parser(name, help="(needs TensorFlow)", add_help=False)
     return parser
 
 
@@ -130,6 +136,14 @@ def _dispatch(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Runs one command; returns the exit status (1 with a one-line error on failure)."""
     parser = create_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in _NEEDS_TENSORFLOW:  # whatever flags follow: none of it runs here
+        print(
+            f"saved_model_cli: error: '{argv[0]}' rewrites or compiles the model with TensorFlow itself: "
+            "use TensorFlow's saved_model_cli for it",
+            file=sys.stderr,
+        )
+        return 1
     args = parser.parse_args(argv)
     if args.command is None:
         parser.error("Too few arguments.")

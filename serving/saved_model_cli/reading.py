@@ -57,10 +57,10 @@ def only_meta_graph(saved_model: saved_model_pb2.SavedModel, tag_set: str | None
 
 
 def signature_def(meta_graph_def: meta_graph_pb2.MetaGraphDef, key: str) -> meta_graph_pb2.SignatureDef:
-    """The SignatureDef ``key``, with TF's error naming the keys there are."""
+    """The SignatureDef ``key``, with TF's error naming the keys there are (sorted: TF lists them
+    in its protobuf map's order, which changes from one process to the next)."""
     if key not in meta_graph_def.signature_def:
         raise CliError(
-            f'Could not find signature "{key}". Please choose from: '
-            f"{', '.join(meta_graph_def.signature_def.keys())}"
+            f'Could not find signature "{key}". Please choose from: {", ".join(sorted(meta_graph_def.signature_def))}'
         )
     return meta_graph_def.signature_def[key]

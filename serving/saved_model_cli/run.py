@@ -37,7 +37,7 @@ def run(args) -> int:
     signature = reading.signature_def(meta_graph_def, args.signature_def)
     for key in values:
         if key not in signature.inputs:
-            listed = '"' + '", "'.join(signature.inputs.keys()) + '"'
+            listed = '"' + '", "'.join(sorted(signature.inputs)) + '"'
             raise CliError(
                 f'"{key}" is not a valid input key. Please choose from {listed}, or use --show option.'
             )

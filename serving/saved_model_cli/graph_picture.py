@@ -15,6 +15,7 @@ layered layout would not.
 
 from __future__ import annotations
 
+import logging
 import os
 
 from apis.tensorflow.core.framework import graph_pb2
@@ -47,10 +48,11 @@ def draw(args, saved_model) -> int:
     signature = reading.signature_def(meta_graph_def, args.graph)
     tags = list(meta_graph_def.meta_info_def.tags)
     missing = signature_check.unavailable_signatures(meta_graph_def).get(args.graph)
+    logging.getLogger("loader").setLevel(logging.ERROR)  # its warnings are for a server's log
     bundle = load_saved_model(args.dir, tags, delegation=bool(args.onnx_delegation))
     try:
         where = placement.place(bundle.session, signature)
-        dot = build(args.graph, tags, signature, where, set(missing.counts) if missing else set())
+        dot = build(args.graph, tags, signature, where, missing.counts if missing else {})
     finally:
         bundle.close()
     _write(dot, fmt, args.output)
@@ -85,14 +87,19 @@ def _write(dot, fmt: str, path: str) -> None:
         f.write(data)
 
 
-def build(key: str, tags: list[str], signature, where: placement.SignaturePlacement, missing: set[str]):
-    """The ``graphviz.Digraph`` of one signature's placement."""
+def build(key: str, tags: list[str], signature, where: placement.SignaturePlacement, missing: dict):
+    """The ``graphviz.Digraph`` of one signature's placement; ``missing``: op type -> count of
+    the op types it needs that the runtime lacks (drawn red where they are graph nodes)."""
     graphviz = _graphviz()
     share = 100 * where.flops_share
     title = (
         f"signature_def['{key}'] (tag-set '{', '.join(tags)}'): {len(where.clusters)} onnxruntime cluster(s), "
         f"{where.delegated_ops} ops, {share:.1f}% of estimated FLOPs; {len(where.native)} native op(s)"
     )
+    if missing:
+        title += "\nCANNOT RUN HERE: op types not supported: " + ", ".join(
+            f"{t} (x{n})" for t, n in sorted(missing.items())
+        )
     dot = graphviz.Digraph(
         name=f"signature_def[{key}]",
         graph_attr={"label": title, "labelloc": "t", "fontname": "Helvetica", "rankdir": "TB"},

@@ -51,10 +51,13 @@ class SignaturePlacement:
 
     @property
     def flops_share(self) -> float:
-        """Share of the estimated FLOPs in onnxruntime (1.0 when there is no work at all)."""
+        """Share of the estimated FLOPs in onnxruntime (without arithmetic: 0.0 when every op is
+        native, else 1.0)."""
         delegated = sum(c.flops for c in self.clusters)
         total = delegated + sum(op.flops for op in self.native)
-        return delegated / total if total else 1.0
+        if not total:  # no arithmetic: all of it is where the ops are
+            return 0.0 if self.native and not self.clusters else 1.0
+        return delegated / total
 
     def native_by_reason(self) -> collections.Counter:
         return collections.Counter((op.type, op.why) for op in self.native)
@@ -83,6 +86,7 @@ def place(session, signature) -> SignaturePlacement:
     placement = SignaturePlacement(ops=ops)
     summaries = {c.name: c for c in report.clusters} if report is not None else {}
     native_flops = report.native_op_flops if report is not None else {}
+    estimate_flops = onnx_module("report").estimate_flops  # for ops the report does not cover
     for op in ops:
         if op.type == CLUSTER_OP:
             placement.clusters.append(summaries.get(op.name) or _summary(op))
@@ -93,7 +97,8 @@ def place(session, signature) -> SignaturePlacement:
             )
             if report is None or not report.enabled:
                 why = "onnxruntime delegation is off"
-            placement.native.append(NativeOp(op.name, kind, why, native_flops.get(op.name, 0.0)))
+            flops = native_flops[op.name] if op.name in native_flops else estimate_flops(op)
+            placement.native.append(NativeOp(op.name, kind, why, flops))
     for name in _functions_called(ops, graph.functions):  # bodies' clusters (loops, branches)
         placement.clusters += [c for c in summaries.values() if c.name.startswith(name + "/")]
     return placement

@@ -176,3 +176,17 @@ def test_the_cluster_op_name_is_runtime_onnxs():
     from runtime.onnx.partition import CLUSTER_OP
 
     assert placement.CLUSTER_OP == CLUSTER_OP
+
+
+def test_graph_of_a_signature_that_cannot_run_marks_the_missing_op(tmp_path):
+    path = tmp_path / "graph.svg"
+    got = ours("show", "--dir", _fixture("mixed"), "--graph", "numpy_function", "--output", path)
+    assert got.returncode == 0, got.stderr
+    root = _svg(path)
+    assert "CANNOT RUN HERE: op types not supported: PyFunc (x1)" in _texts(root)
+    missing = [
+        a
+        for a in root.iter(f"{SVG}a")
+        if a.get("{http://www.w3.org/1999/xlink}title") == "not supported here"
+    ]
+    assert len(missing) == 1 and "PyFunc" in "".join(t.text or "" for t in missing[0].iter(f"{SVG}text"))

@@ -137,14 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     """Runs one command; returns the exit status (1 with a one-line error on failure)."""
     parser = create_parser()
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in _NEEDS_TENSORFLOW:  # whatever flags follow: none of it runs here
-        print(
-            f"saved_model_cli: error: '{argv[0]}' rewrites or compiles the model with TensorFlow itself: "
-            "use TensorFlow's saved_model_cli for it",
-            file=sys.stderr,
-        )
-        return 1
-    args = parser.parse_args(argv)
+    if argv and argv[0] in _NEEDS_TENSORFLOW:  # refused whatever flags follow
+        args = argparse.Namespace(command=argv[0])
+    else:
+        args = parser.parse_args(argv)
     if args.command is None:
         parser.error("Too few arguments.")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")

@@ -1,10 +1,11 @@
-"""The gRPC ModelServer: builds ServerCore, opens the ports, serves until SIGTERM/SIGINT.
+"""The ModelServer: builds ServerCore, opens the ports, serves until SIGTERM/SIGINT.
 
 Order of events, as in TF Serving's ``Server::BuildAndStart``: check the options, read the
 model config, load the initial models (blocking), then open ``--port`` (and
-``--grpc_socket_path``) with PredictionService, ModelService, health and reflection. So a
-client that can connect can be served. On SIGTERM or SIGINT: health turns NOT_SERVING, the
-server stops accepting RPCs, in-flight RPCs finish (up to a grace period), exit status 0.
+``--grpc_socket_path``) with PredictionService, ModelService, health and reflection, then
+``--rest_api_port`` (``serving.rest``). So a client that can connect can be served. On SIGTERM
+or SIGINT: health and /readyz turn NOT_SERVING, both servers stop accepting, in-flight RPCs and
+HTTP requests finish (up to a grace period), exit status 0.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from serving.health import ModelHealth
 from serving.manager import status_string
 from serving.model_service import ModelServiceServicer
 from serving.options import ServerOptions
+from serving.rest import start_rest_server
 from serving.servable import session_config
 from serving.server_core import ServerCore
 from serving.worker_pool import WorkerPool
@@ -232,6 +234,12 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
         poller.start()
     server.start()
     state["server"] = server
+    # --- REST API (--rest_api_port): started before readiness turns on, so a client that sees
+    # SERVING can use either port. Its shutdown interface for a lame-duck phase: readiness
+    # (model_health.readiness.set_not_serving) turns /readyz 503 and gRPC health NOT_SERVING
+    # while both ports answer; rest_server.stop_accepting(), .wait_for_requests(grace), .close().
+    rest_server = start_rest_server(options, core, model_health.readiness, options.grpc_bind_address)
+    # --- end REST API
     model_health.set_serving()
     if options.port != 0:
         logger.info("Running gRPC ModelServer at %s:%d ...", options.grpc_bind_address, options.port)
@@ -242,7 +250,15 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
     model_health.shutdown()
     if poller is not None:
         poller.stop()
-    server.stop(SHUTDOWN_GRACE_SECONDS).wait()
+    # --- REST API: both ports stop accepting, then both finish what they received.
+    if rest_server is not None:
+        rest_server.stop_accepting()
+    stopped = server.stop(SHUTDOWN_GRACE_SECONDS)
+    if rest_server is not None:
+        rest_server.wait_for_requests(SHUTDOWN_GRACE_SECONDS)
+        rest_server.close()
+    # --- end REST API
+    stopped.wait()
     pool.shutdown(wait=False)  # a call still running past the grace period ends with the process
     core.stop()
     logger.info("Server stopped")

@@ -45,6 +45,7 @@ class ServerCore:
         )
         self._config = model_config.ModelServerConfig()
         self._config_lock = threading.Lock()
+        self._configured_names: tuple[str, ...] = ()
         self._labels: dict[str, dict[str, int]] | None = None
         self._labels_lock = threading.Lock()
         self._source: FileSystemStoragePathSource | None = None
@@ -108,6 +109,11 @@ class ServerCore:
         """Every model the manager has seen (available or not)."""
         return self._manager.model_names()
 
+    def configured_model_names(self) -> tuple[str, ...]:
+        """The models the current config asks for, in its order (available or not). Lock-free
+        (a tuple replaced whole): state listeners call it while a reload holds the config."""
+        return self._configured_names
+
     def has_available_version(self, name: str) -> bool:
         return bool(self._manager.available_versions(name))
 
@@ -141,6 +147,7 @@ class ServerCore:
                 new_config.model_config_list, old.model_config_list if old_kind else None
             )
             self._config = model_config.ModelServerConfig.FromString(new_config.SerializeToString())
+            self._configured_names = tuple(m.name for m in self._config.model_config_list.config)
             self._update_labels()
             logger.info("Adding/updating models.")
             self._add_models(old, first_models=self._source is None)

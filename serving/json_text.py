@@ -1,0 +1,601 @@
+"""JSON text as TF Serving reads and writes it: rapidjson's grammar, errors and pretty printing.
+
+TF Serving's REST API parses request bodies with rapidjson (``kParseNanAndInfFlag |
+kParseStopWhenDoneFlag``) and writes responses with ``rapidjson::PrettyWriter`` (4-space indent,
+"single line" arrays for rows), its numbers through ``WriteDecimal``; status and metadata with
+protobuf's JSON printer (1-space indent). This module is those three, so the REST codec
+(``serving.json_tensor``) and handler (``serving.rest_api``) read as TF Serving's own code:
+
+- ``loads``: orjson for the common, strictly standard body (measured: several times faster than
+  the standard library on tensor payloads); what orjson refuses and rapidjson accepts (``NaN``,
+  ``Inf``/``Infinity``, data after the document, integers past 64 bits, bytes that are not UTF-8
+  inside strings) is read by the standard library; what rapidjson refuses fails with rapidjson's
+  own message and offset ("JSON Parse error: Invalid value. at offset: 17"), found by a scanner
+  that walks the text as rapidjson's iterative parser does. A duplicated key keeps its last
+  value here (rapidjson's lookups find the first).
+- ``PrettyWriter``: rapidjson's PrettyWriter state machine (where commas, newlines and indents
+  go), with ``raw`` for values rendered in bulk (``nested``, ``decimal_tokens``).
+- ``debug_string``: ``JsonValueToDebugString`` (single-line arrays, cut after 256 bytes), the
+  way error texts quote a JSON value.
+- ``proto_json``: ``MessageToJsonString`` with ``add_whitespace`` and
+  ``always_print_fields_with_no_presence``: fields in field-number order, map keys sorted.
+
+Strings are ``str`` throughout; bytes that are not UTF-8 travel as surrogate escapes
+(``surrogateescape``), so a response is ``text.encode("utf-8", "surrogateescape")`` and raw
+bytes come back out as rapidjson writes them (unvalidated).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+
+import numpy as np
+import orjson
+from google.protobuf import json_format
+
+from runtime import errors
+
+_WS = b" \t\n\r"
+_DEBUG_STRING_LIMIT = 256  # json_tensor.cc's kMaxJsonDebugStringBytes
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def loads(body: bytes):
+    """The JSON document of a request body; InvalidArgumentError with rapidjson's text if it
+    is not one. Strings may hold surrogate escapes of bytes that are not UTF-8."""
+    if not body:
+        raise errors.InvalidArgumentError(None, None, "JSON Parse error: The document is empty")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return _loads_as_rapidjson(body)
+
+
+def _loads_as_rapidjson(body: bytes):
+    """What orjson refused: rapidjson's error if rapidjson refuses it too, else the document."""
+    problem = diagnose(body)
+    if problem is not None:
+        message, offset = problem
+        raise errors.InvalidArgumentError(None, None, f"JSON Parse error: {message} at offset: {offset}")
+    text = body.decode("utf-8", "surrogateescape")
+    text = _NON_FINITE.sub(_standard_non_finite, text)
+    start = len(text) - len(text.lstrip(" \t\n\r"))
+    try:
+        return json.JSONDecoder().raw_decode(text, start)[0]
+    except RecursionError:
+        raise errors.InvalidArgumentError(
+            None, None, "JSON Parse error: The document is nested too deeply."
+        ) from None
+    except ValueError as e:  # what rapidjson reads and Python does not (none known)
+        offset = getattr(e, "pos", 0)
+        raise errors.InvalidArgumentError(
+            None, None, f"JSON Parse error: {_INVALID} at offset: {offset}"
+        ) from None
+
+
+# A string literal (kept) or rapidjson's spellings of non-finite numbers that Python's reader
+# lacks ("Inf", "-Inf", "-NaN"): rewritten to Python's ("Infinity", "-Infinity", "NaN").
+_NON_FINITE = re.compile(r'"(?:[^"\\]|\\.)*"|-?(?:Infinity|Inf|NaN)')
+
+
+def _standard_non_finite(match: re.Match) -> str:
+    token = match.group()
+    if token[0] == '"':
+        return token
+    sign = "-" if token[0] == "-" else ""
+    return "NaN" if token.endswith("NaN") else sign + "Infinity"
+
+
+_EMPTY = "The document is empty."
+_INVALID = "Invalid value."
+_MISS_NAME = "Missing a name for object member."
+_MISS_COLON = "Missing a colon after a name of object member."
+_MISS_COMMA_CURLY = "Missing a comma or '}' after an object member."
+_MISS_COMMA_BRACKET = "Missing a comma or ']' after an array element."
+_BAD_HEX = "Incorrect hex digit after \\u escape in string."
+_BAD_SURROGATE = "The surrogate pair in string is invalid."
+_BAD_ESCAPE = "Invalid escape character in string."
+_MISS_QUOTE = "Missing a closing quotation mark in string."
+_BAD_ENCODING = "Invalid encoding in string."
+_TOO_BIG = "Number too big to be stored in double."
+_MISS_FRACTION = "Miss fraction part in number."
+_MISS_EXPONENT = "Miss exponent in number."
+
+
+class _Refused(Exception):
+    def __init__(self, message: str, offset: int):
+        super().__init__(message, offset)
+        self.message, self.offset = message, offset
+
+
+def diagnose(data: bytes) -> tuple[str, int] | None:
+    """rapidjson's (message, offset) for text its iterative parser refuses; None if it reads a
+    whole document (anything after the document is ignored, as ``kParseStopWhenDoneFlag`` does).
+    The end of input, or a NUL byte, ends the text."""
+    end = data.find(b"\0")
+    scanner = _Scanner(data, len(data) if end < 0 else end)
+    try:
+        scanner.document()
+    except _Refused as refused:
+        return refused.message, refused.offset
+    return None
+
+
+class _Scanner:
+    """rapidjson's ``IterativeParse`` over bytes, keeping nothing: only where it would fail."""
+
+    def __init__(self, data: bytes, end: int):
+        self.data, self.end, self.pos = data, end, 0
+
+    def peek(self) -> int:
+        return self.data[self.pos] if self.pos < self.end else 0
+
+    def skip_ws(self) -> int:
+        while self.pos < self.end and self.data[self.pos] in _WS:
+            self.pos += 1
+        return self.peek()
+
+    def document(self) -> None:
+        if not self.skip_ws():
+            raise _Refused(_EMPTY, self.pos)
+        if self.peek() in b"]},:":  # no value can start here: rapidjson's start state fails
+            raise _Refused(_EMPTY, self.pos)
+        stack: list[str] = []  # "[" or "{" per open container
+        self.value(stack)
+        while stack:
+            c = self.skip_ws()
+            close, missing = (
+                (ord("]"), _MISS_COMMA_BRACKET) if stack[-1] == "[" else (ord("}"), _MISS_COMMA_CURLY)
+            )
+            if c == close:
+                self.pos += 1
+                stack.pop()
+            elif c == ord(","):
+                self.pos += 1
+                self.skip_ws()
+                if stack[-1] == "{":
+                    self.member_name()
+                self.value(stack)
+            else:
+                raise _Refused(missing, self.pos)
+
+    def member_name(self) -> None:
+        if self.peek() != ord('"'):
+            raise _Refused(_MISS_NAME, self.pos)
+        self.string()
+        if self.skip_ws() != ord(":"):
+            raise _Refused(_MISS_COLON, self.pos)
+        self.pos += 1
+        self.skip_ws()
+
+    def value(self, stack: list[str]) -> None:
+        """One value at ``pos``. A container is opened (pushed) and its first member read, in
+        a loop rather than by recursion: rapidjson's iterative parser reads any depth."""
+        while self.peek() in (ord("["), ord("{")):
+            c = self.peek()
+            self.pos += 1
+            if self.skip_ws() == (ord("]") if c == ord("[") else ord("}")):
+                self.pos += 1
+                return
+            stack.append(chr(c))
+            if c == ord("{"):
+                self.member_name()
+        c = self.peek()
+        if c == ord('"'):
+            return self.string()
+        for word in (b"true", b"false", b"null"):
+            if c == word[0]:
+                return self.literal(word)
+        self.number()
+
+    def literal(self, word: bytes) -> None:
+        for expected in word:
+            if self.peek() != expected:
+                raise _Refused(_INVALID, self.pos)
+            self.pos += 1
+
+    def string(self) -> None:
+        self.pos += 1  # the opening quote
+        data = self.data
+        while True:
+            c = self.peek()
+            if c == ord('"'):
+                self.pos += 1
+                return
+            if c == ord("\\"):
+                self._escape()
+            elif c == 0:
+                raise _Refused(_MISS_QUOTE, self.pos)
+            elif c < 0x20:
+                raise _Refused(_BAD_ENCODING, self.pos)
+            else:
+                self.pos += 1
+                while self.pos < self.end and data[self.pos] not in b'"\\' and data[self.pos] >= 0x20:
+                    self.pos += 1
+
+    def _escape(self) -> None:
+        start = self.pos
+        self.pos += 1
+        e = self.peek()
+        if e in b'"/\\bfnrt' and e:
+            self.pos += 1
+            return
+        if e != ord("u"):
+            raise _Refused(_BAD_ESCAPE, start)
+        self.pos += 1
+        codepoint = self._hex4(start)
+        if 0xDC00 <= codepoint <= 0xDFFF:  # a low surrogate first
+            raise _Refused(_BAD_SURROGATE, start)
+        if 0xD800 <= codepoint <= 0xDBFF:
+            if self.peek() != ord("\\") or self.data[self.pos + 1 : self.pos + 2] != b"u":
+                raise _Refused(_BAD_SURROGATE, start)
+            self.pos += 2
+            if not 0xDC00 <= self._hex4(start) <= 0xDFFF:
+                raise _Refused(_BAD_SURROGATE, start)
+
+    def _hex4(self, start: int) -> int:
+        digits = self.data[self.pos : min(self.pos + 4, self.end)]
+        if len(digits) < 4 or not all(chr(d) in "0123456789abcdefABCDEF" for d in digits):
+            raise _Refused(_BAD_HEX, start)
+        self.pos += 4
+        return int(digits, 16)
+
+    def number(self) -> None:
+        start = self.pos
+        if self.peek() == ord("-"):
+            self.pos += 1
+        c = self.peek()
+        if c in (ord("N"), ord("I")):
+            return self._non_finite(c)
+        if not ord("0") <= c <= ord("9"):
+            raise _Refused(_INVALID, self.pos)
+        self.pos += 1
+        if c != ord("0"):
+            self._digits()
+        if self.peek() == ord("."):
+            self.pos += 1
+            if not self._digits():
+                raise _Refused(_MISS_FRACTION, self.pos)
+        if self.peek() in (ord("e"), ord("E")):
+            self.pos += 1
+            if self.peek() in (ord("+"), ord("-")):
+                self.pos += 1
+            if not self._digits():
+                raise _Refused(_MISS_EXPONENT, self.pos)
+        if abs(float(self.data[start : self.pos])) == float("inf"):
+            raise _Refused(_TOO_BIG, start)
+
+    def _digits(self) -> bool:
+        first = self.pos
+        while ord("0") <= self.peek() <= ord("9"):
+            self.pos += 1
+        return self.pos > first
+
+    def _non_finite(self, c: int) -> None:
+        word = b"NaN" if c == ord("N") else b"Inf"
+        for expected in word:
+            if self.peek() != expected:
+                raise _Refused(_INVALID, self.pos)
+            self.pos += 1
+        if word == b"Inf" and self.peek() == ord("i"):
+            for expected in b"inity":
+                if self.peek() != expected:
+                    raise _Refused(_INVALID, self.pos)
+                self.pos += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# rapidjson's writing
+
+_INDENT = 4
+_ESCAPES = {i: f"\\u{i:04X}" for i in range(0x20)}
+_ESCAPES.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"})
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
+
+
+def quote(text: str) -> str:
+    """A JSON string as rapidjson's Writer writes it (only '"', '\\' and controls escaped)."""
+    return '"' + text.translate(_ESCAPES) + '"'
+
+
+def indent(level: int) -> str:
+    return " " * (_INDENT * level)
+
+
+class PrettyWriter:
+    """``rapidjson::PrettyWriter``: the same calls put commas, newlines and indents where it
+    does. ``single_line`` is ``kFormatSingleLineArray`` (array items on one line, ", " apart;
+    object members still one per line). ``depth`` is the number of open containers, what the
+    next value's indentation counts. Not thread-safe; one per response."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self._levels: list[list] = []  # [in_array, value_count] per open container
+        self.single_line = False
+
+    @property
+    def depth(self) -> int:
+        return len(self._levels)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def _prefix(self) -> None:
+        if not self._levels:
+            return
+        level = self._levels[-1]
+        count = level[1]
+        if level[0]:
+            if count:
+                self.parts.append(", " if self.single_line else ",")
+            if not self.single_line:
+                self.parts.append("\n" + indent(len(self._levels)))
+        else:
+            if count:
+                self.parts.append(",\n" if count % 2 == 0 else ": ")
+            else:
+                self.parts.append("\n")
+            if count % 2 == 0:
+                self.parts.append(indent(len(self._levels)))
+        level[1] = count + 1
+
+    def raw(self, text: str) -> None:
+        """A value already rendered (``RawValue``)."""
+        self._prefix()
+        self.parts.append(text)
+
+    def string(self, text: str) -> None:
+        self.raw(quote(text))
+
+    key = string
+
+    def start_object(self) -> None:
+        self.raw("{")
+        self._levels.append([False, 0])
+
+    def end_object(self) -> None:
+        if self._levels.pop()[1]:
+            self.parts.append("\n" + indent(len(self._levels)))
+        self.parts.append("}")
+
+    def start_array(self) -> None:
+        self.raw("[")
+        self._levels.append([True, 0])
+
+    def end_array(self) -> None:
+        if self._levels.pop()[1] and not self.single_line:
+            self.parts.append("\n" + indent(len(self._levels)))
+        self.parts.append("]")
+
+
+def b64_object(encoded: str, depth: int) -> str:
+    """``{"b64": ...}`` as PrettyWriter writes it as a value with ``depth`` containers open."""
+    return "{\n" + indent(depth + 1) + '"b64": "' + encoded + '"\n' + indent(depth) + "}"
+
+
+def nested(tokens: list[str], shape: tuple[int, ...], depth: int, single_line: bool) -> str:
+    """The rendered values (``tokens``, row-major) of an array of ``shape`` as PrettyWriter
+    writes it with ``depth`` containers already open: one join per innermost list."""
+    items = tokens
+    for level in range(len(shape) - 1, -1, -1):
+        size, count = shape[level], 1
+        for d in shape[:level]:
+            count *= d
+        if single_line:
+            items = ["[" + ", ".join(items[i * size : (i + 1) * size]) + "]" for i in range(count)]
+        elif size:
+            lead = "\n" + indent(depth + level + 1)
+            close = "\n" + indent(depth + level) + "]"
+            items = [
+                "[" + ",".join(lead + t for t in items[i * size : (i + 1) * size]) + close
+                for i in range(count)
+            ]
+        else:
+            items = ["[]"] * count
+    return items[0]
+
+
+def decimal_tokens(values: np.ndarray) -> list[str]:
+    """``WriteDecimal`` of every value of a float32 or float64 array, row-major: six significant
+    digits (``%g``) where they read back as the same value, else ``max_digits10`` (9, 17); ".0"
+    after a whole number not in exponent form; NaN, Infinity, -Infinity."""
+    flat = values.reshape(-1)
+    is32 = flat.dtype == np.float32
+    numbers = flat.tolist()
+    tokens = [f"{v:.6g}" for v in numbers]
+    if tokens:
+        back = np.array(tokens, np.float64)
+        if is32:
+            back = _as_float32(back, tokens)
+        for i in np.flatnonzero((back != flat) & np.isfinite(flat)).tolist():
+            tokens[i] = format(numbers[i], ".9g" if is32 else ".17g")
+    return [_SPECIAL.get(t) or (t if "." in t or "e" in t else t + ".0") for t in tokens]
+
+
+_SPECIAL = {"nan": "NaN", "-nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def _as_float32(parsed: np.ndarray, tokens: list[str]) -> np.ndarray:
+    """Decimal texts (already read as float64) as float32, rounded once from the text as
+    ``absl::SimpleAtof`` does: a float64 that fell exactly between two float32 values is
+    settled by the text itself."""
+    rounded = parsed.astype(np.float32)
+    wide = rounded.astype(np.float64)
+    other = np.nextafter(rounded, np.where(parsed > wide, np.float32(np.inf), np.float32(-np.inf)))
+    ties = (parsed != wide) & np.isfinite(parsed) & (2 * parsed == wide + other.astype(np.float64))
+    for i in np.flatnonzero(ties).tolist():
+        exact, tie = Decimal(tokens[i]), Decimal(float(parsed[i]))
+        if exact != tie:
+            rounded[i] = max(rounded[i], other[i]) if exact > tie else min(rounded[i], other[i])
+    return rounded
+
+
+# ---------------------------------------------------------------------------------------------
+# error texts
+
+
+def debug_string(value) -> str:
+    """``JsonValueToDebugString``: ``value`` written with single-line arrays, stopping at the
+    first write once 256 bytes are out (so a big value ends mid-way, as TF Serving's does);
+    a NaN or infinity ends it too (rapidjson's Writer refuses them)."""
+    writer = PrettyWriter()
+    writer.single_line = True
+    size = [0]
+
+    def fits() -> bool:
+        size[0] = sum(len(p.encode("utf-8", "surrogateescape")) for p in writer.parts)
+        return size[0] < _DEBUG_STRING_LIMIT
+
+    stack = [(value, None)]
+    while stack:
+        item, kind = stack.pop()
+        if not fits():
+            break
+        if kind == "end_object":
+            writer.end_object()
+        elif kind == "end_array":
+            writer.end_array()
+        elif kind == "key":
+            writer.key(item)
+        elif isinstance(item, dict):
+            writer.start_object()
+            stack.append((None, "end_object"))
+            for name, member in reversed(list(item.items())):
+                stack.append((member, None))
+                stack.append((name, "key"))
+        elif isinstance(item, list):
+            writer.start_array()
+            stack.append((None, "end_array"))
+            stack.extend((member, None) for member in reversed(item))
+        else:
+            token = scalar_text(item)
+            if token is None:
+                break
+            writer.raw(token)
+    return writer.text()
+
+
+def scalar_text(value) -> str | None:
+    """A scalar as rapidjson's Writer writes what it parsed: integers as they are (past 64 bits
+    rapidjson holds a double), doubles in its shortest form; None for NaN and infinities."""
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return quote(value)
+    if isinstance(value, int) and -(2**63) <= value < 2**64:
+        return str(value)
+    return double_text(float(value))
+
+
+def double_text(value: float) -> str | None:
+    """rapidjson's ``Writer::Double``: shortest digits, laid out by its ``Prettify`` (1e21 and up
+    as "1e21", below 1e-6 as "1e-7", else positional with ".0" on whole numbers)."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    if value == 0:
+        return "-0.0" if str(value)[0] == "-" else "0.0"
+    sign = "-" if value < 0 else ""
+    mantissa, _, exponent = repr(abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    k = int(exponent or 0) - len(fraction)
+    stripped = digits.rstrip("0")
+    k += len(digits) - len(stripped)
+    digits = stripped
+    length, kk = len(digits), len(digits) + k
+    if 0 <= k and kk <= 21:
+        text = digits + "0" * k + ".0"
+    elif 0 < kk <= 21:
+        text = digits[:kk] + "." + digits[kk:]
+    elif -6 < kk <= 0:
+        text = "0." + "0" * -kk + digits
+    elif length == 1:
+        text = digits + "e" + str(kk - 1)
+    else:
+        text = digits[0] + "." + digits[1:] + "e" + str(kk - 1)
+    return sign + text
+
+
+# ---------------------------------------------------------------------------------------------
+# protobuf's JSON printer
+
+
+def proto_json(message, *, preserve_names: bool = False) -> str:
+    """``MessageToJsonString`` with ``add_whitespace`` and ``always_print_fields_with_no_presence``
+    (and ``preserve_proto_field_names`` if asked), as TF Serving prints status and metadata."""
+    return pretty(proto_document(message, preserve_names=preserve_names)) + "\n"
+
+
+def proto_document(message, *, preserve_names: bool = False) -> dict:
+    """The JSON object ``proto_json`` prints, as a dict in its order."""
+    document = json_format.MessageToDict(
+        message,
+        preserving_proto_field_name=preserve_names,
+        always_print_fields_with_no_presence=True,
+    )
+    return _in_field_order(message.DESCRIPTOR, document, preserve_names)
+
+
+def pretty(value, level: int = 0) -> str:
+    """A JSON value laid out as protobuf's printer does (one space per level)."""
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        inner = indent_proto(level + 1)
+        members = ",\n".join(
+            inner + quote_proto(str(k)) + ": " + pretty(v, level + 1) for k, v in value.items()
+        )
+        return "{\n" + members + "\n" + indent_proto(level) + "}"
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        inner = indent_proto(level + 1)
+        return (
+            "[\n" + ",\n".join(inner + pretty(v, level + 1) for v in value) + "\n" + indent_proto(level) + "]"
+        )
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return json.dumps(value, ensure_ascii=False)
+
+
+def indent_proto(level: int) -> str:
+    return " " * level
+
+
+def quote_proto(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _in_field_order(message_descriptor, document: dict, preserve_names: bool) -> dict:
+    """``MessageToDict``'s dict with fields in field-number order (it puts defaults last) and
+    map keys sorted, recursively; well-known types keep their own JSON form."""
+    if message_descriptor.full_name.startswith("google.protobuf."):
+        return document
+    ordered = {}
+    for field in sorted(message_descriptor.fields, key=lambda f: f.number):
+        name = field.name if preserve_names else field.json_name
+        if name not in document:
+            continue
+        value = document[name]
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            value = {k: _ordered_value(value_field, value[k], preserve_names) for k in sorted(value)}
+        elif field.is_repeated:
+            value = [_ordered_value(field, v, preserve_names) for v in value]
+        else:
+            value = _ordered_value(field, value, preserve_names)
+        ordered[name] = value
+    return ordered
+
+
+def _ordered_value(field, value, preserve_names: bool):
+    if field.message_type is not None and isinstance(value, dict):
+        return _in_field_order(field.message_type, value, preserve_names)
+    return value

@@ -41,7 +41,8 @@ SERVICE_NAMES = (
 class Readiness:
     """Ready = serving and every configured model has an available version. ``reason()`` says
     why not (None when ready). Listeners (``add_listener``) are called, without arguments, after
-    anything that may change the answer: serving turned on or off, a version's state changed.
+    anything that may change the answer: serving turned on or off, a version's state changed,
+    a config reloaded.
     Thread-safe; listeners run on the thread that made the change."""
 
     def __init__(self, core) -> None:
@@ -50,6 +51,7 @@ class Readiness:
         self._listeners: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         core.add_state_listener(self._on_state)
+        core.add_config_listener(self._notify)
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         with self._lock:

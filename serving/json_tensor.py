@@ -321,7 +321,8 @@ def _typed(flat: list, dtype: int) -> np.ndarray | None:
     if dtype in _FLOATS:
         if not kinds <= {int, float}:
             return None
-        return np.array(flat, np.float64).astype(np_dtype)  # rapidjson: GetDouble, then a cast
+        with np.errstate(over="ignore"):  # past float32's range: infinity, as C's cast gives
+            return np.array(flat, np.float64).astype(np_dtype)  # rapidjson: GetDouble, then a cast
     if dtype in _INT_RANGES:
         if kinds != {int}:
             return None
@@ -449,7 +450,8 @@ def _array(values: list, dtype: int, shape: list[int]) -> np.ndarray:
     elif dtype in _INT_RANGES:
         array = np.array(values, np.uint64 if dtype == dtypes.DT_UINT64 else np.int64).astype(np_dtype)
     else:
-        array = np.array(values, np.float64 if dtype in _FLOATS else np_dtype).astype(np_dtype)
+        with np.errstate(over="ignore"):
+            array = np.array(values, np.float64 if dtype in _FLOATS else np_dtype).astype(np_dtype)
     return array.reshape(shape)
 
 

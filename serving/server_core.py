@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from runtime import errors
 from serving import model_config
@@ -46,6 +47,7 @@ class ServerCore:
         self._config = model_config.ModelServerConfig()
         self._config_lock = threading.Lock()
         self._configured_names: tuple[str, ...] = ()
+        self._config_listeners: list[Callable[[], None]] = []
         self._labels: dict[str, dict[str, int]] | None = None
         self._labels_lock = threading.Lock()
         self._source: FileSystemStoragePathSource | None = None
@@ -120,11 +122,22 @@ class ServerCore:
     def add_state_listener(self, listener: StateListener) -> None:
         self._manager.add_state_listener(listener)
 
+    def add_config_listener(self, listener: Callable[[], None]) -> None:
+        """``listener()`` runs after every ``reload_config`` (applied or not), on its thread."""
+        self._config_listeners.append(listener)
+
     # -- configuration ------------------------------------------------------------------------
 
     def reload_config(self, new_config) -> None:
         """Moves to ``new_config`` (TF Serving's ``ServerCore::ReloadConfig``); blocks until new
         models are available. Raises OpError with TF Serving's texts."""
+        try:
+            self._reload_config(new_config)
+        finally:
+            for listener in list(self._config_listeners):
+                listener()
+
+    def _reload_config(self, new_config) -> None:
         with self._config_lock:
             old = self._config
             old_kind, new_kind = old.WhichOneof("config"), new_config.WhichOneof("config")

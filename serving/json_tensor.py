@@ -594,11 +594,16 @@ def _row_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:
                 f"Tensor name: {name} has inconsistent batch size: {array.shape[0]} expecting: {batch}"
             )
         batch = array.shape[0]
+    objects = len(arrays) > 1
+    if not objects:  # the common response: what the writer below makes for a single output
+        ((name, (array, dtype)),) = arrays.items()
+        items = _row_items(name, array, dtype, 2, batch)
+        close = "\n" + json_text.indent(1) + "]" if items else "]"
+        return "{\n" + json_text.indent(1) + f'"{PREDICTIONS_KEY}": [' + ", ".join(items) + close + "\n}"
     writer = json_text.PrettyWriter()
     writer.start_object()
     writer.key(PREDICTIONS_KEY)
     writer.start_array()
-    objects = len(arrays) > 1
     # Each output's items, rendered at the depth they are written at (inside the item object).
     depth = writer.depth + (1 if objects else 0)
     items = {}
@@ -624,6 +629,19 @@ def _row_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:
     writer.end_array()
     writer.end_object()
     return writer.text()
+
+
+def _row_items(name: str, array: np.ndarray, dtype: int, depth: int, batch: int) -> list[str]:
+    """Each batch item of an output rendered on one line, written with ``depth`` containers
+    open."""
+    tokens = _tokens(name, array, dtype, depth + array.ndim - 1)
+    if array.ndim == 1:
+        return tokens
+    per_item = len(tokens) // batch if batch else 0
+    inner = array.shape[1:]
+    return [
+        json_text.nested(tokens[i * per_item : (i + 1) * per_item], inner, depth, True) for i in range(batch)
+    ]
 
 
 def _columnar_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:

@@ -28,7 +28,9 @@ bytes come back out as rapidjson writes them (unvalidated).
 from __future__ import annotations
 
 import json
+import math
 import re
+import struct
 from decimal import Decimal
 
 import numpy as np
@@ -407,14 +409,48 @@ def decimal_tokens(values: np.ndarray) -> list[str]:
     flat = values.reshape(-1)
     is32 = flat.dtype == np.float32
     numbers = flat.tolist()
+    if len(numbers) <= _FEW:
+        return [_decimal_token(v, is32) for v in numbers]
     tokens = [f"{v:.6g}" for v in numbers]
-    if tokens:
-        back = np.array(tokens, np.float64)
-        if is32:
-            back = _as_float32(back, tokens)
-        for i in np.flatnonzero((back != flat) & np.isfinite(flat)).tolist():
-            tokens[i] = format(numbers[i], ".9g" if is32 else ".17g")
+    back = np.array(tokens, np.float64)
+    if is32:
+        back = _as_float32(back, tokens)
+    for i in np.flatnonzero((back != flat) & np.isfinite(flat)).tolist():
+        tokens[i] = format(numbers[i], ".9g" if is32 else ".17g")
     return [_SPECIAL.get(t) or (t if "." in t or "e" in t else t + ".0") for t in tokens]
+
+
+_FEW = 8  # up to this many values, one at a time beats numpy's per-call costs
+_FLOAT32 = struct.Struct("f")
+
+
+def _decimal_token(value: float, is32: bool) -> str:
+    """``decimal_tokens`` of one value (a float32's exact value as a float when ``is32``)."""
+    token = f"{value:.6g}"
+    if value - value != 0:  # NaN or an infinity
+        return _SPECIAL[token]
+    back = float(token)
+    if is32:
+        rounded = _FLOAT32.unpack(_FLOAT32.pack(back))[0]
+        if rounded == value and _float32_tie(back, value):  # the double sits between two floats
+            rounded = float(_as_float32(np.float64([back]), [token])[0])
+        back = rounded
+    if back != value:
+        token = format(value, ".9g" if is32 else ".17g")
+    return token if "." in token or "e" in token else token + ".0"
+
+
+def _float32_tie(back: float, value: float) -> bool:
+    """Whether ``back`` lies exactly half a float32 step from the float32 ``value``."""
+    if back == value or value == 0:
+        return False
+    mantissa, exponent = math.frexp(value)
+    half_step = math.ldexp(1.0, max(exponent, -125) - 25)
+    distance = abs(back - value)
+    # Just below a power of two, the step down is half the step up.
+    return distance == half_step or (
+        abs(mantissa) == 0.5 and abs(back) < abs(value) and distance == half_step / 2
+    )
 
 
 _SPECIAL = {"nan": "NaN", "-nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}

@@ -50,6 +50,7 @@ _STATUS_PATH = re.compile(
     re.IGNORECASE,
 )
 JSON_CONTENT_TYPE = "application/json"
+_INPUT_DTYPES = "rest.input_dtypes"  # servable.cache key of a signature's input dtypes
 _INT64_MAX = 2**63 - 1
 
 
@@ -164,16 +165,21 @@ class RestApi:
 
     def _input_dtypes(self, model_spec, signature_name: str) -> dict[str, int]:
         """``GetInfoMap``: the signature's inputs (alias -> dtype) on the servable the request
-        names."""
+        names, kept in the servable's per-version cache."""
         servable = self._core.pinned(model_spec)
         try:
             name = signature_name or signatures.DEFAULT_SERVING_SIGNATURE_DEF_KEY
-            signature = signatures.signature_defs(servable).get(name)
-            if signature is None:
-                raise op_errors.InvalidArgumentError(
-                    None, None, f'Serving signature name: "{name}" not found in signature def'
-                )
-            return {alias: info.dtype for alias, info in signature.inputs.items()}
+            key = (_INPUT_DTYPES, name)
+            dtypes = servable.cache.get(key)
+            if dtypes is None:
+                signature = signatures.signature_defs(servable).get(name)
+                if signature is None:
+                    raise op_errors.InvalidArgumentError(
+                        None, None, f'Serving signature name: "{name}" not found in signature def'
+                    )
+                dtypes = {alias: info.dtype for alias, info in signature.inputs.items()}
+                servable.cache.setdefault(key, dtypes)
+            return dtypes
         finally:
             servable.unpin()
 

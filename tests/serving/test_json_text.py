@@ -99,6 +99,12 @@ def test_decimal_tokens_read_back_as_the_values():
     ).repeat(334)[:2000].astype(np.float32)
     tokens = json_text.decimal_tokens(values)
     assert np.array_equal(np.float32([float(t) for t in tokens]), values)
+    # A few values at a time take the scalar path: the same tokens.
+    assert [json_text.decimal_tokens(values[i : i + 1])[0] for i in range(len(values))] == tokens
+    doubles = values.astype(np.float64) / 3
+    assert [
+        json_text.decimal_tokens(doubles[i : i + 1])[0] for i in range(len(values))
+    ] == json_text.decimal_tokens(doubles)
 
 
 def test_double_text_is_rapidjsons_prettify():

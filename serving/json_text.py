@@ -6,13 +6,14 @@ kParseStopWhenDoneFlag``) and writes responses with ``rapidjson::PrettyWriter`` 
 protobuf's JSON printer (1-space indent). This module is those three, so the REST codec
 (``serving.json_tensor``) and handler (``serving.rest_api``) read as TF Serving's own code:
 
-- ``loads``: orjson for the common, strictly standard body (measured: several times faster than
-  the standard library on tensor payloads); what orjson refuses and rapidjson accepts (``NaN``,
-  ``Inf``/``Infinity``, data after the document, integers past 64 bits, bytes that are not UTF-8
-  inside strings) is read by the standard library; what rapidjson refuses fails with rapidjson's
-  own message and offset ("JSON Parse error: Invalid value. at offset: 17"), found by a scanner
-  that walks the text as rapidjson's iterative parser does. A duplicated key keeps its last
-  value here (rapidjson's lookups find the first).
+- ``loads``: orjson for the common, strictly standard body (measured: 0.65 ms for 8 rows of
+  784 floats, 130 kB, where the standard library takes 3.8 ms); what orjson refuses and
+  rapidjson accepts (``NaN``, ``Inf``/``Infinity``, data after the document, bytes that are not
+  UTF-8 inside strings) is read by the standard library (8 ms for that body with a NaN); what
+  rapidjson refuses fails with rapidjson's own message and offset ("JSON Parse error: Invalid
+  value. at offset: 17"), found by a scanner that walks the text as rapidjson's iterative
+  parser does. Integers past 64 bits are doubles, as in rapidjson. A duplicated key keeps its
+  last value here (rapidjson's lookups find the first).
 - ``PrettyWriter``: rapidjson's PrettyWriter state machine (where commas, newlines and indents
   go), with ``raw`` for values rendered in bulk (``nested``, ``decimal_tokens``).
 - ``debug_string``: ``JsonValueToDebugString`` (single-line arrays, cut after 256 bytes), the
@@ -59,27 +60,55 @@ def loads(body: bytes):
 
 
 def _loads_as_rapidjson(body: bytes):
-    """What orjson refused: rapidjson's error if rapidjson refuses it too, else the document."""
-    problem = diagnose(body)
-    if problem is not None:
-        message, offset = problem
-        raise errors.InvalidArgumentError(None, None, f"JSON Parse error: {message} at offset: {offset}")
+    """What orjson refused: the document as rapidjson reads it, or rapidjson's error. Python's
+    reader takes the rest; ``diagnose`` (a byte-at-a-time scan, so only where it must) finds
+    rapidjson's error where Python's reader fails, and where the text holds what Python reads
+    and rapidjson refuses: a number past a double's range, a lone surrogate escape."""
+    if _SURROGATE_ESCAPE.search(body):
+        _raise_if_refused(body)
     text = body.decode("utf-8", "surrogateescape")
-    text = _NON_FINITE.sub(_standard_non_finite, text)
+    if _RAPIDJSON_NON_FINITE.search(body):
+        text = _NON_FINITE.sub(_standard_non_finite, text)
     start = len(text) - len(text.lstrip(" \t\n\r"))
     try:
-        return json.JSONDecoder().raw_decode(text, start)[0]
+        return _DECODER.raw_decode(text, start)[0]
     except RecursionError:
+        _raise_if_refused(body)
         raise errors.InvalidArgumentError(
             None, None, "JSON Parse error: The document is nested too deeply."
         ) from None
-    except ValueError as e:  # what rapidjson reads and Python does not (none known)
-        offset = getattr(e, "pos", 0)
+    except (ValueError, OverflowError) as e:
+        _raise_if_refused(body)
+        offset = getattr(e, "pos", 0)  # what rapidjson reads and Python does not (none known)
         raise errors.InvalidArgumentError(
             None, None, f"JSON Parse error: {_INVALID} at offset: {offset}"
         ) from None
 
 
+def _raise_if_refused(body: bytes) -> None:
+    problem = diagnose(body)
+    if problem is not None:
+        message, offset = problem
+        raise errors.InvalidArgumentError(None, None, f"JSON Parse error: {message} at offset: {offset}")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value - value != 0:  # past a double's range: rapidjson refuses the number
+        raise OverflowError(text)
+    return value
+
+
+def _int_in_double_range(text: str) -> int:
+    value = int(text)
+    if len(text) > 300:
+        float(value)  # OverflowError past a double's range, as rapidjson refuses it
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_int=_int_in_double_range)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # rapidjson wants them paired; Python does not
+_RAPIDJSON_NON_FINITE = re.compile(rb"Inf(?!inity)|-NaN")  # spellings Python's reader lacks
 # A string literal (kept) or rapidjson's spellings of non-finite numbers that Python's reader
 # lacks ("Inf", "-Inf", "-NaN"): rewritten to Python's ("Infinity", "-Infinity", "NaN").
 _NON_FINITE = re.compile(r'"(?:[^"\\]|\\.)*"|-?(?:Infinity|Inf|NaN)')

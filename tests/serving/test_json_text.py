@@ -36,6 +36,7 @@ REFUSED = [
     (b"[1.]", "Miss fraction part in number.", 3),
     (b"[1e+]", "Miss exponent in number.", 4),
     (b"[1e400]", "Number too big to be stored in double.", 1),
+    (b"[" + b"1" * 310 + b"]", "Number too big to be stored in double.", 1),
 ]
 
 

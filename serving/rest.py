@@ -154,8 +154,9 @@ class RestServer:
         """Close the listening socket; requests on open connections are still answered, each
         with ``Connection: close``."""
         self._draining = True
-        if self._site is not None and self._loop is not None:
-            asyncio.run_coroutine_threadsafe(self._site.stop(), self._loop).result(_CLOSE_TIMEOUT)
+        site, self._site = self._site, None
+        if site is not None and self._loop is not None:
+            asyncio.run_coroutine_threadsafe(site.stop(), self._loop).result(_CLOSE_TIMEOUT)
 
     def wait_for_requests(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the requests in flight; True if none is left."""
@@ -166,10 +167,11 @@ class RestServer:
 
     def close(self) -> None:
         """Close every connection and end the loop and the workers (a request still running
-        ends with the process)."""
-        if self._runner is not None and self._loop is not None:
+        ends with the process). Stopping twice is stopping once."""
+        runner, self._runner = self._runner, None
+        if runner is not None and self._loop is not None:
             try:
-                asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(_CLOSE_TIMEOUT)
+                asyncio.run_coroutine_threadsafe(runner.cleanup(), self._loop).result(_CLOSE_TIMEOUT)
             except Exception:  # noqa: BLE001 - closing anyway
                 logger.exception("Closing the HTTP/REST server")
         self._end_loop()
@@ -182,9 +184,12 @@ class RestServer:
         self.close()
 
     def _end_loop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        loop, self._loop = self._loop, None
+        if loop is not None and self._thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
             self._thread.join(_CLOSE_TIMEOUT)
+            if not self._thread.is_alive():
+                loop.close()
 
     # -- requests -------------------------------------------------------------------------------
 

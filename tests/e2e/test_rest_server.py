@@ -477,6 +477,10 @@ def test_keep_alive_gzip_bodies_any_content_type(half_plus_two):
     for _ in range(3):  # one connection for all of them
         assert rest.get("/v1/models/half_plus_two")[0] == 200
     assert rest.connection.sock is sock
+    status, _, data = rest.call(  # curl's way with large bodies: "100 Continue" first
+        "POST", "/v1/models/half_plus_two:predict", b'{"instances": [[1.0]]}', {"Expect": "100-continue"}
+    )
+    assert (status, data) == (200, b'{\n    "predictions": [[2.5]\n    ]\n}')
 
 
 def test_cors_headers_and_preflight(model_server, model_dir, free_port):

@@ -31,7 +31,7 @@ from apis.tensorflow_serving.apis import (
     regression_pb2,
 )
 from runtime import errors as op_errors
-from serving import errors, json_tensor, json_text, signatures
+from serving import errors, json_examples, json_tensor, json_text, json_writer, signatures
 from serving.classify import classify
 from serving.metadata import SIGNATURE_DEF, get_model_metadata
 from serving.model_service import get_model_status
@@ -186,16 +186,16 @@ class RestApi:
     def _classify(self, request: ModelRequest, body: bytes) -> str:
         message = classification_pb2.ClassificationRequest()
         model_spec_for(message.model_spec, request)
-        json_tensor.fill_classification_request(json_text.loads(body), message)
+        json_examples.fill_classification_request(json_text.loads(body), message)
         response = self.functions.classify(self._core, message, self._deadline)
-        return json_tensor.classification_json(response.result)
+        return json_examples.classification_json(response.result)
 
     def _regress(self, request: ModelRequest, body: bytes) -> str:
         message = regression_pb2.RegressionRequest()
         model_spec_for(message.model_spec, request)
-        json_tensor.fill_regression_request(json_text.loads(body), message)
+        json_examples.fill_regression_request(json_text.loads(body), message)
         response = self.functions.regress(self._core, message, self._deadline)
-        return json_tensor.regression_json(response.result)
+        return json_examples.regression_json(response.result)
 
     def _status(self, request: ModelRequest) -> str:
         if not request.model_name:
@@ -204,7 +204,7 @@ class RestApi:
             raise op_errors.InvalidArgumentError(None, None, "Missing model name in request.")
         message = get_model_status_pb2.GetModelStatusRequest()
         model_spec_for(message.model_spec, request)
-        return json_text.proto_json(self.functions.get_model_status(self._core, message))
+        return json_writer.proto_json(self.functions.get_model_status(self._core, message))
 
     def _metadata(self, request: ModelRequest) -> str:
         if not request.model_name:
@@ -227,9 +227,9 @@ class RestApi:
                 status = self.functions.get_model_status(self._core, message)
             except op_errors.NotFoundError:
                 status = get_model_status_pb2.GetModelStatusResponse()
-            document = json_text.proto_document(status)
+            document = json_writer.proto_document(status)
             models.append({"name": name, **document})
-        return json_text.pretty({"models": models}) + "\n"
+        return json_writer.pretty({"models": models}) + "\n"
 
 
 _POST_APIS = {
@@ -249,8 +249,8 @@ def metadata_json(response: get_model_metadata_pb2.GetModelMetadataResponse) -> 
     signature_def_map = get_model_metadata_pb2.SignatureDefMap()
     if not response.metadata[SIGNATURE_DEF].Unpack(signature_def_map):
         raise op_errors.InternalError(None, None, "Failed to unpack 'Any' object to 'SignatureDefMap'.")
-    model_spec = json_text.proto_json(response.model_spec, preserve_names=True)
-    signature_defs = json_text.proto_json(signature_def_map, preserve_names=True)
+    model_spec = json_writer.proto_json(response.model_spec, preserve_names=True)
+    signature_defs = json_writer.proto_json(signature_def_map, preserve_names=True)
     return (
         "{\n"
         + '"model_spec":'

@@ -1,4 +1,5 @@
-"""serving.json_tensor: TF Serving's json_tensor_test.cc cases, and the fast path against the walk."""
+"""serving.json_tensor and json_examples: TF Serving's json_tensor_test.cc cases, and the fast path
+against the walk."""
 
 import json
 import math
@@ -9,7 +10,7 @@ import pytest
 from apis.tensorflow.core.framework import types_pb2
 from apis.tensorflow_serving.apis import classification_pb2, predict_pb2, regression_pb2
 from runtime import errors
-from serving import json_tensor, json_text, tensor_codec
+from serving import json_examples, json_tensor, json_text, tensor_codec
 
 F, D, I32, I64, S, B, U64, U32, I8 = (
     types_pb2.DT_FLOAT,
@@ -318,7 +319,7 @@ def test_response_errors():
 
 def test_classify_regress_requests():
     request = regression_pb2.RegressionRequest()
-    json_tensor.fill_regression_request(
+    json_examples.fill_regression_request(
         json_text.loads(
             b"""{"signature_name": "custom", "context": {"query": "pizza", "location": ["sfo"]},
                 "examples": [{"names": ["foo", "bar"], "ratings": [8.0, 9.0, NaN, Infinity], "age": 20},
@@ -338,7 +339,7 @@ def test_classify_regress_requests():
     assert list(examples[1].features.feature["intboolmix"].int64_list.value) == [1, 1, 0]
     assert examples[2].features.feature["empty"].WhichOneof("kind") is None
     plain = classification_pb2.ClassificationRequest()
-    json_tensor.fill_classification_request(json_text.loads(b'{"examples": [{"x": 1}]}'), plain)
+    json_examples.fill_classification_request(json_text.loads(b'{"examples": [{"x": 1}]}'), plain)
     assert plain.input.WhichOneof("kind") == "example_list"
 
 
@@ -372,7 +373,7 @@ def test_classify_regress_requests():
 )
 def test_classify_regress_request_errors(text, message):
     with pytest.raises(errors.InvalidArgumentError) as e:
-        json_tensor.fill_classification_request(
+        json_examples.fill_classification_request(
             json_text.loads(text.encode()), classification_pb2.ClassificationRequest()
         )
     assert message in e.value.message
@@ -384,7 +385,7 @@ def test_classify_regress_results():
         classes = result.classifications.add().classes
         for label, score in zip(("car", "bike", "bus"), scores):
             classes.add(label=label, score=score)
-    assert json_tensor.classification_json(result) == (
+    assert json_examples.classification_json(result) == (
         '{\n    "results": [[["car", 0.2], ["bike", 0.7], ["bus", 0.1]], [["car", 0.7], ["bike", 0.1], '
         '["bus", 0.2]]\n    ]\n}'
     )
@@ -392,10 +393,11 @@ def test_classify_regress_results():
     for value in (0.2, math.inf, 1.0, -math.inf, math.nan):
         regression.regressions.add(value=value)
     assert (
-        json_tensor.regression_json(regression) == '{\n    "results": [0.2, Infinity, 1.0, -Infinity, NaN]\n}'
+        json_examples.regression_json(regression)
+        == '{\n    "results": [0.2, Infinity, 1.0, -Infinity, NaN]\n}'
     )
     with pytest.raises(errors.InvalidArgumentError, match="empty ClassificationResults"):
-        json_tensor.classification_json(classification_pb2.ClassificationResult())
+        json_examples.classification_json(classification_pb2.ClassificationResult())
     with pytest.raises(errors.InvalidArgumentError, match="empty RegressionResults"):
-        json_tensor.regression_json(regression_pb2.RegressionResult())
+        json_examples.regression_json(regression_pb2.RegressionResult())
     assert json.loads(json_tensor.error_json('Bad key: "key"')) == {"error": 'Bad key: "key"'}

@@ -1,4 +1,5 @@
-"""serving.json_text: rapidjson's reading (and its error texts), its writing, protobuf's printing."""
+"""serving.json_text (rapidjson's reading and its error texts) and serving.json_writer (its writing,
+protobuf's printing)."""
 
 import math
 
@@ -7,7 +8,7 @@ import pytest
 
 from apis.tensorflow_serving.apis import get_model_status_pb2, model_pb2
 from runtime import errors
-from serving import json_text
+from serving import json_text, json_writer
 
 # (text, rapidjson's message, offset) for what its iterative parser refuses.
 REFUSED = [
@@ -69,7 +70,7 @@ def test_what_rapidjson_reads_beyond_strict_json():
 def test_decimal_tokens_are_write_decimal():
     """json_tensor_test's FromJsonSingleFloatTensorSixDigitPrecision and NonFinite, and more."""
     floats = np.float32([9000000, 999999, 0.5, 0.0003, 0.00003, 555557.5, np.nan, np.inf, -np.inf, 3, -0.0])
-    assert json_text.decimal_tokens(floats) == [
+    assert json_writer.decimal_tokens(floats) == [
         "9e+06",
         "999999.0",
         "0.5",
@@ -82,12 +83,12 @@ def test_decimal_tokens_are_write_decimal():
         "3.0",
         "-0.0",
     ]
-    assert json_text.decimal_tokens(np.float32([1435774380, 0.1, 1 / 3])) == [
+    assert json_writer.decimal_tokens(np.float32([1435774380, 0.1, 1 / 3])) == [
         "1.43577434e+09",
         "0.1",
         "0.333333343",
     ]
-    assert json_text.decimal_tokens(np.float64([0.1, 1 / 3, 1e300])) == [
+    assert json_writer.decimal_tokens(np.float64([0.1, 1 / 3, 1e300])) == [
         "0.1",
         "0.33333333333333331",
         "1e+300",
@@ -98,14 +99,14 @@ def test_decimal_tokens_read_back_as_the_values():
     values = np.random.default_rng(0).standard_normal(2000).astype(np.float32) * np.float32(1e3) ** np.arange(
         -3, 3
     ).repeat(334)[:2000].astype(np.float32)
-    tokens = json_text.decimal_tokens(values)
+    tokens = json_writer.decimal_tokens(values)
     assert np.array_equal(np.float32([float(t) for t in tokens]), values)
     # A few values at a time take the scalar path: the same tokens.
-    assert [json_text.decimal_tokens(values[i : i + 1])[0] for i in range(len(values))] == tokens
+    assert [json_writer.decimal_tokens(values[i : i + 1])[0] for i in range(len(values))] == tokens
     doubles = values.astype(np.float64) / 3
     assert [
-        json_text.decimal_tokens(doubles[i : i + 1])[0] for i in range(len(values))
-    ] == json_text.decimal_tokens(doubles)
+        json_writer.decimal_tokens(doubles[i : i + 1])[0] for i in range(len(values))
+    ] == json_writer.decimal_tokens(doubles)
 
 
 def test_double_text_is_rapidjsons_prettify():
@@ -123,22 +124,22 @@ def test_double_text_is_rapidjsons_prettify():
         (0.0, "0.0"),
         (-0.0, "-0.0"),
     ]
-    assert [(v, json_text.double_text(v)) for v, _ in cases] == cases
-    assert json_text.double_text(math.nan) is None
+    assert [(v, json_writer.double_text(v)) for v, _ in cases] == cases
+    assert json_writer.double_text(math.nan) is None
 
 
 def test_debug_string_is_single_line_and_cut_after_256_bytes():
-    assert json_text.debug_string({"instances": [1, 2.5, "x", {"b64": "aGk="}, None, True]}) == (
+    assert json_writer.debug_string({"instances": [1, 2.5, "x", {"b64": "aGk="}, None, True]}) == (
         '{\n    "instances": [1, 2.5, "x", {\n            "b64": "aGk="\n        }, null, true]\n}'
     )
-    long = json_text.debug_string(list(range(200)))
+    long = json_writer.debug_string(list(range(200)))
     assert len(long) >= 256 and long.startswith("[0, 1, 2") and not long.endswith("]")
-    assert json_text.debug_string([1, math.nan, 2]) == "[1"  # rapidjson's writer refuses NaN
-    assert json_text.debug_string('a"b\\\n\x01') == '"a\\"b\\\\\\n\\u0001"'
+    assert json_writer.debug_string([1, math.nan, 2]) == "[1"  # rapidjson's writer refuses NaN
+    assert json_writer.debug_string('a"b\\\n\x01') == '"a\\"b\\\\\\n\\u0001"'
 
 
 def test_pretty_writer_places_commas_and_newlines_as_rapidjson():
-    writer = json_text.PrettyWriter()
+    writer = json_writer.PrettyWriter()
     writer.start_object()
     writer.key("a")
     writer.start_array()
@@ -160,29 +161,29 @@ def test_pretty_writer_places_commas_and_newlines_as_rapidjson():
 
 def test_nested_renders_arrays_in_both_forms():
     tokens = [str(i) for i in range(6)]
-    assert json_text.nested(tokens, (2, 3), 2, True) == "[[0, 1, 2], [3, 4, 5]]"
-    assert json_text.nested(tokens, (3, 2), 1, False) == (
+    assert json_writer.nested(tokens, (2, 3), 2, True) == "[[0, 1, 2], [3, 4, 5]]"
+    assert json_writer.nested(tokens, (3, 2), 1, False) == (
         "[\n        [\n            0,\n            1\n        ],\n        [\n            2,\n            3\n"
         "        ],\n        [\n            4,\n            5\n        ]\n    ]"
     )
-    assert json_text.nested([], (2, 0), 1, False) == "[\n        [],\n        []\n    ]"
-    assert json_text.nested([], (0, 3), 1, True) == "[]"
-    assert json_text.nested(["7"], (), 1, False) == "7"
+    assert json_writer.nested([], (2, 0), 1, False) == "[\n        [],\n        []\n    ]"
+    assert json_writer.nested([], (0, 3), 1, True) == "[]"
+    assert json_writer.nested(["7"], (), 1, False) == "7"
 
 
 def test_proto_json_is_protobufs_printer_in_field_order():
     spec = model_pb2.ModelSpec(name="m")
     spec.version.value = 3
-    assert json_text.proto_json(spec, preserve_names=True) == (
+    assert json_writer.proto_json(spec, preserve_names=True) == (
         '{\n "name": "m",\n "version": "3",\n "signature_name": ""\n}\n'
     )
     status = get_model_status_pb2.GetModelStatusResponse()
     status.model_version_status.add(version=2, state=30).status.SetInParent()
-    assert json_text.proto_json(status) == (
+    assert json_writer.proto_json(status) == (
         '{\n "model_version_status": [\n  {\n   "version": "2",\n   "state": "AVAILABLE",\n'
         '   "status": {\n    "error_code": "OK",\n    "error_message": ""\n   }\n  }\n ]\n}\n'
     )
     assert (
-        json_text.proto_json(get_model_status_pb2.GetModelStatusResponse())
+        json_writer.proto_json(get_model_status_pb2.GetModelStatusResponse())
         == '{\n "model_version_status": []\n}\n'
     )

@@ -246,6 +246,9 @@ class RestServer:
         length = request.content_length
         if length is not None and length > self._max_body:
             return None
+        content = request.content
+        if length is not None and content.is_eof() and content.total_bytes == length:
+            return content.read_nowait()  # (the common small body: all here with its headers)
         if request.version >= (1, 1) and request.headers.get("Expect", "").lower() == "100-continue":
             await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         chunks, size = [], 0

@@ -39,7 +39,6 @@ from typing import NamedTuple
 
 from aiohttp import web
 
-from runtime import errors
 from serving import json_tensor
 from serving.health import Readiness
 from serving.rest_api import (
@@ -265,9 +264,8 @@ class RestServer:
         message = (
             f"Request body is larger than the limit of {self._max_body} bytes (--rest_api_max_body_bytes)."
         )
-        error = errors.ResourceExhaustedError(None, None, message)
         response = self._response(
-            Reply(413, json_tensor.error_json(error.message).encode()), {"Content-Type": JSON_CONTENT_TYPE}
+            Reply(413, json_tensor.error_json(message).encode()), {"Content-Type": JSON_CONTENT_TYPE}
         )
         response.force_close()  # the rest of the body is never read
         return response

@@ -7,8 +7,9 @@ TF Serving command lines start unchanged:
   ``--name=false``. A value that does not parse prints the usage and exits 255 (TF's ``-1``).
 - An argument that names no flag is left over: the server prints ``unknown argument: ...``
   and the usage, then starts anyway (TF Serving's ``main`` does exactly that).
-- Also accepted, as extensions: ``--name value`` for non-bool flags, and
-  ``--grpc_bind_address`` (e.g. ``127.0.0.1``; TF Serving always listens on ``0.0.0.0``).
+- Also accepted, as extensions: ``--name value`` for non-bool flags,
+  ``--grpc_bind_address`` (e.g. ``127.0.0.1``, for the gRPC and REST ports; TF Serving always
+  listens on every address) and ``--rest_api_max_body_bytes``.
 
 This is the only module that reads flags or the process environment.
 """
@@ -40,8 +41,17 @@ class Flag:
 FLAGS: tuple[Flag, ...] = (
     Flag("port", INT32, "TCP port to listen on for gRPC/HTTP API. Disabled if port set to zero."),
     Flag("grpc_socket_path", STRING, "If non-empty, listen to a UNIX socket for gRPC API on the given path."),
-    Flag("rest_api_port", INT32, "Port to listen on for HTTP/REST API (not active yet)."),
-    Flag("rest_api_num_threads", INT32, "Number of threads for HTTP/REST API processing."),
+    Flag(
+        "rest_api_port",
+        INT32,
+        "Port to listen on for HTTP/REST API. If set to zero HTTP/REST API will not be exported. "
+        "This port must be different than the one specified in --port.",
+    ),
+    Flag(
+        "rest_api_num_threads",
+        INT32,
+        "Number of threads for HTTP/REST API processing. If not set, will be auto set based on number of CPUs.",
+    ),
     Flag("rest_api_timeout_in_ms", INT32, "Timeout for HTTP/REST API calls."),
     Flag("rest_api_enable_cors_support", BOOL, "Enable CORS headers in response"),
     Flag("enable_batching", BOOL, "enable batching (not active yet)"),
@@ -111,7 +121,16 @@ FLAGS: tuple[Flag, ...] = (
     Flag("enable_serialization_as_tensor_content", BOOL, "Serialize predict responses as tensor_content."),
     Flag("use_tflite_model", BOOL, "Older name of --prefer_tflite_model (not supported)."),
     # Ours, not TF Serving's: TF Serving always listens on 0.0.0.0.
-    Flag("grpc_bind_address", STRING, "Extension: the address --port listens on (default 0.0.0.0)."),
+    Flag(
+        "grpc_bind_address",
+        STRING,
+        "Extension: the address --port and --rest_api_port listen on (default 0.0.0.0).",
+    ),
+    Flag(
+        "rest_api_max_body_bytes",
+        INT64,
+        "Extension: the largest HTTP/REST request body accepted (after gzip); larger ones are answered 413.",
+    ),
     Flag(
         "onnx_delegation",
         BOOL,
@@ -143,7 +162,6 @@ _RANGES = {INT32: (-(2**31), 2**31 - 1), INT64: (-(2**63), 2**63 - 1)}
 
 # Flags whose capability is not built yet: logged when set to anything but the default.
 _NOT_ACTIVE = (
-    "rest_api_port",
     "enable_batching",
     "batching_parameters_file",
     "enable_per_model_batching_parameters",

@@ -31,11 +31,12 @@ class ServerOptions:
     grpc_channel_arguments: str = ""
     grpc_max_threads: int = field(default_factory=lambda: 4 * schedulable_cpus())
     grpc_bind_address: str = "0.0.0.0"  # extension; TF Serving always uses 0.0.0.0
-    # HTTP/REST (not built yet)
+    # HTTP/REST
     rest_api_port: int = 0
     rest_api_num_threads: int = field(default_factory=lambda: 4 * schedulable_cpus())
     rest_api_timeout_in_ms: int = 30000
     rest_api_enable_cors_support: bool = False
+    rest_api_max_body_bytes: int = 64 << 20  # extension: larger bodies are answered 413
     # Models
     model_name: str = "default"
     model_base_path: str = ""

@@ -1,11 +1,12 @@
-"""The gRPC ModelServer: builds ServerCore, opens the ports, serves until SIGTERM/SIGINT.
+"""The ModelServer: builds ServerCore, opens the ports, serves until SIGTERM/SIGINT.
 
 Order of events, as in TF Serving's ``Server::BuildAndStart``: check the options, read the
 model config, load the initial models (blocking), then open ``--port`` (and
-``--grpc_socket_path``) with PredictionService, ModelService, health and reflection. So a
-client that can connect can be served. On SIGTERM or SIGINT the server drains
-(``serving/drain.py``: health NOT_SERVING, the lame duck on SIGTERM, refusal with UNAVAILABLE),
-then stops; every call received is answered (up to a grace period); exit status 0.
+``--grpc_socket_path``) with PredictionService, ModelService, health and reflection, then
+``--rest_api_port`` (``serving.rest``). So a client that can connect can be served. On SIGTERM
+or SIGINT the server drains (``serving/drain.py``): health and /readyz turn NOT_SERVING, the
+lame duck on SIGTERM, refusal with UNAVAILABLE (503 over REST); then both servers stop and
+every call received is answered (up to a grace period); exit status 0.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from serving.health import ModelHealth
 from serving.manager import status_string
 from serving.model_service import ModelServiceServicer
 from serving.options import ServerOptions
+from serving.rest import start_rest_server
 from serving.servable import session_config
 from serving.server_core import ServerCore
 from serving.worker_pool import WorkerPool
@@ -239,6 +241,9 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
         poller.start()
     server.start()
     state["server"] = server
+    # REST (--rest_api_port) starts before readiness turns on, so that a client that sees
+    # SERVING can use either port; it shares the drain and the readiness with gRPC.
+    rest_server = start_rest_server(options, core, model_health.readiness, options.grpc_bind_address, drain)
     model_health.set_serving()
     if options.port != 0:
         logger.info("Running gRPC ModelServer at %s:%d ...", options.grpc_bind_address, options.port)
@@ -251,7 +256,14 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
     drain.run(model_health.shutdown, lame_duck)
     if poller is not None:
         poller.stop()
-    server.stop(SHUTDOWN_GRACE_SECONDS).wait()
+    # Both ports stop accepting, then both finish what they received.
+    if rest_server is not None:
+        rest_server.stop_accepting()
+    stopped = server.stop(SHUTDOWN_GRACE_SECONDS)
+    if rest_server is not None:
+        rest_server.wait_for_requests(SHUTDOWN_GRACE_SECONDS)
+        rest_server.close()
+    stopped.wait()
     pool.shutdown(wait=False)  # a call still running past the grace period ends with the process
     core.stop()
     logger.info("Server stopped")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from runtime import errors
 from serving import model_config
@@ -46,6 +47,8 @@ class ServerCore:
         )
         self._config = model_config.ModelServerConfig()
         self._config_lock = threading.Lock()
+        self._configured_names: tuple[str, ...] = ()
+        self._config_listeners: list[Callable[[], None]] = []
         self._labels: dict[str, dict[str, int]] | None = None
         self._labels_lock = threading.Lock()
         self._source: FileSystemStoragePathSource | None = None
@@ -112,17 +115,33 @@ class ServerCore:
         """Every model the manager has seen (available or not)."""
         return self._manager.model_names()
 
+    def configured_model_names(self) -> tuple[str, ...]:
+        """The models the current config asks for, in its order (available or not). Lock-free
+        (a tuple replaced whole): state listeners call it while a reload holds the config."""
+        return self._configured_names
+
     def has_available_version(self, name: str) -> bool:
         return bool(self._manager.available_versions(name))
 
     def add_state_listener(self, listener: StateListener) -> None:
         self._manager.add_state_listener(listener)
 
+    def add_config_listener(self, listener: Callable[[], None]) -> None:
+        """``listener()`` runs after every ``reload_config`` (applied or not), on its thread."""
+        self._config_listeners.append(listener)
+
     # -- configuration ------------------------------------------------------------------------
 
     def reload_config(self, new_config) -> None:
         """Moves to ``new_config`` (TF Serving's ``ServerCore::ReloadConfig``); blocks until new
         models are available. Raises OpError with TF Serving's texts."""
+        try:
+            self._reload_config(new_config)
+        finally:
+            for listener in list(self._config_listeners):
+                listener()
+
+    def _reload_config(self, new_config) -> None:
         with self._config_lock:
             old = self._config
             old_kind, new_kind = old.WhichOneof("config"), new_config.WhichOneof("config")
@@ -145,6 +164,7 @@ class ServerCore:
                 new_config.model_config_list, old.model_config_list if old_kind else None
             )
             self._config = model_config.ModelServerConfig.FromString(new_config.SerializeToString())
+            self._configured_names = tuple(m.name for m in self._config.model_config_list.config)
             self._update_labels()
             logger.info("Adding/updating models.")
             self._add_models(old, first_models=self._source is None)

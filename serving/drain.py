@@ -14,7 +14,9 @@ So on SIGTERM the server first leaves in two phases of its own, as production se
    that the transports stop at a moment when no client is sending.
 
 Then the transports stop with their grace period. Transports ask ``refusing`` per request
-(a plain attribute read) and call ``refused()`` when they turn one away. Thread-safe. A second
+(a plain attribute read) and call ``refused()`` when they turn one away; from the signal on
+(``draining``) HTTP answers close their connection, so that no client is left sending on a
+kept-alive connection the server is about to close. Thread-safe. A second
 signal during the drain ends the process at once (``serving.server``).
 """
 
@@ -35,6 +37,7 @@ class Drain:
     """The shutdown phases shared by every transport of one server."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.draining = False  # from the signal on: answers ask clients to reconnect
         self.refusing = False
         self._clock = clock
         self._last_refused = 0.0
@@ -46,6 +49,7 @@ class Drain:
     def run(self, not_serving: Callable[[], None], lame_duck_seconds: float) -> None:
         """Phases 1 and 2: ``not_serving()`` (health turns NOT_SERVING), the lame duck, then
         refusal until quiet. Returns when the transports may stop."""
+        self.draining = True
         not_serving()
         if lame_duck_seconds > 0:
             logger.info("Lame duck: health reports NOT_SERVING; serving for %.1fs more", lame_duck_seconds)

@@ -202,7 +202,7 @@ class RestServer:
             response = await self._respond(request)
         finally:
             self._in_flight -= 1
-        if self._draining:
+        if self._draining or self._drain.draining:  # the next request opens a connection
             response.force_close()
         return response
 

@@ -148,6 +148,10 @@ STAND_IN = textwrap.dedent(
     fail = here / f"fail_{index}"
     if fail.exists():
         sys.exit(int(fail.read_text()))
+    if (here / "metrics").exists():  # as a server's metrics will: imported after the supervisor set the env
+        import prometheus_client
+        (here / "metrics_dir").write_text(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+        prometheus_client.Counter("requests", "stand-in requests").inc(int(index))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     os.write(int(os.environ["MODEL_SERVER_READY_FD"]), b"serving")
     while True:
@@ -266,3 +270,19 @@ def test_restarts_back_off_while_they_keep_failing(supervised, tmp_path):
     run.wait_for("Worker 2 (pid", timeout=30)
     run.proc.send_signal(signal.SIGTERM)
     assert run.proc.wait(30) == 0
+
+
+def test_workers_write_metrics_that_one_reader_sums(supervised, tmp_path):
+    """prometheus-client's multiprocess mode: every worker counts into the supervisor's
+    PROMETHEUS_MULTIPROC_DIR, and one collector over that directory sums them (1 + 2)."""
+    from prometheus_client import CollectorRegistry, multiprocess
+
+    (tmp_path / "metrics").touch()
+    run = supervised()
+    run.wait_for("All 2 workers are serving")
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=(tmp_path / "metrics_dir").read_text())
+    assert registry.get_sample_value("requests_total") == 3
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.proc.wait(30) == 0
+    assert not Path((tmp_path / "metrics_dir").read_text()).exists()  # removed with the supervisor

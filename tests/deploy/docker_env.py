@@ -162,7 +162,9 @@ def ensure_base_image() -> str:
 
 
 def build_image(tag: str, base_image: str = BASE_IMAGE, timeout: float = 1200) -> None:
-    """``docker build`` of ``docker/Dockerfile`` from the repository, as ``tag``."""
+    """``docker build`` of ``docker/Dockerfile`` from the repository, as ``tag``; the image the
+    tag named before is removed when the build made a new one (runs would pile them up)."""
+    previous = _image_id(tag)
     args = [docker_client(), "build", "--network", "host", "-f", "docker/Dockerfile", "-t", tag]
     args += ["--build-arg", f"BASE_IMAGE={base_image}"]
     if Path(CA_BUNDLE).exists():
@@ -171,6 +173,13 @@ def build_image(tag: str, base_image: str = BASE_IMAGE, timeout: float = 1200) -
     result = _run([*args, "."], timeout=timeout, cwd=REPO_ROOT, env=env)
     if result.returncode != 0:
         raise DockerUnavailable(f"docker build failed:\n{result.stdout[-4000:]}{result.stderr[-6000:]}")
+    if previous and previous != _image_id(tag):
+        _run([docker_client(), "rmi", previous], timeout=120)  # fails harmlessly while a container uses it
+
+
+def _image_id(name: str) -> str:
+    result = _run([docker_client(), "image", "inspect", "--format", "{{.Id}}", name], timeout=60)
+    return result.stdout.strip() if result.returncode == 0 else ""
 
 
 def prepare() -> str:

@@ -20,9 +20,10 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from serving import __version__
+from serving import __version__, supervisor
 from serving.options import ServerOptions
 
 logger = logging.getLogger(__name__)
@@ -154,6 +155,13 @@ FLAGS: tuple[Flag, ...] = (
         FLOAT,
         "Extension: on SIGTERM, health reports NOT_SERVING and requests are still answered for this "
         "many seconds before the server stops accepting them (default 5; SIGINT: none).",
+    ),
+    Flag(
+        "num_workers",
+        INT32,
+        "Extension: run this many server processes sharing --port and --rest_api_port "
+        "(SO_REUSEPORT) under one supervisor that restarts them and drains them on SIGTERM "
+        "(default 1: this process serves). One per core uses every core.",
     ),
 )
 
@@ -298,10 +306,12 @@ def _log_inactive_flags(options: ServerOptions) -> None:
 def configure_logging() -> None:
     # TF's own knob: TF_CPP_MIN_LOG_LEVEL=0 (INFO, default), 1 (WARNING), 2 (ERROR), 3 (FATAL).
     levels = {"0": logging.INFO, "1": logging.WARNING, "2": logging.ERROR, "3": logging.CRITICAL}
+    worker = os.environ.get(supervisor.WORKER_ENV)  # a worker of --num_workers says which
+    tag = f"worker {worker} pid %(process)d: " if worker else ""
     logging.basicConfig(
         level=levels.get(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"), logging.INFO),
         stream=sys.stderr,
-        format="%(asctime)s.%(msecs)03d: %(levelname).1s %(name)s] %(message)s",
+        format=f"%(asctime)s.%(msecs)03d: %(levelname).1s %(name)s] {tag}%(message)s",
         datefmt="%Y-%m-%d %H:%M:%S",
     )
 
@@ -331,10 +341,27 @@ def main(argv: list[str] | None = None) -> int:
         logger.warning("Ignoring unknown arguments: %s", " ".join(unknown))
     _log_inactive_flags(options)
     options = options.replace(remote_storage_options=storage_options(os.environ))
+    if options.num_workers != 1:
+        return supervisor.run_supervisor(options, supervisor.worker_args(argv, unknown), dict(os.environ))
 
     from serving.server import run_server  # grpc is imported only when a server runs
 
-    return run_server(options)
+    return run_server(options, on_serving=_worker_role())
+
+
+def _worker_role() -> Callable[[], None] | None:
+    """In a worker of ``--num_workers`` (its environment says so): follow the supervisor out
+    when it dies, and return the call that tells it this worker is serving. None otherwise."""
+    if not os.environ.get(supervisor.WORKER_ENV):
+        return None
+    supervisor.die_with_parent(int(os.environ[supervisor.PARENT_PID_ENV]))
+    ready_fd = int(os.environ.pop(supervisor.READY_FD_ENV))
+
+    def serving() -> None:
+        os.write(ready_fd, b"serving")
+        os.close(ready_fd)
+
+    return serving
 
 
 def storage_options(environ) -> dict:

@@ -88,6 +88,7 @@ class ServerOptions:
     remote_storage_options: dict = field(default_factory=dict, repr=False)
     file_system_settle_seconds: float = 0.0  # extension: serving/source.py; 0 takes a version at once
     lame_duck_seconds: float = 5.0  # extension: serving/drain.py; Kubernetes' endpoint removal takes seconds
+    num_workers: int = 1  # extension: serving/supervisor.py; N processes share the ports
     version: bool = False
 
     def replace(self, **changes) -> ServerOptions:

@@ -103,8 +103,10 @@ class RestServer:
         host: str = "0.0.0.0",
         functions: RequestFunctions = DEFAULT_FUNCTIONS,
         drain: Drain | None = None,
+        reuse_port: bool = False,
     ) -> None:
         self.api = RestApi(core, options.rest_api_timeout_in_ms, functions)
+        self._reuse_port = reuse_port
         self._drain = drain or Drain()
         self._cors = options.rest_api_enable_cors_support
         self._max_body = options.rest_api_max_body_bytes
@@ -134,7 +136,9 @@ class RestServer:
 
     def start(self) -> None:
         """Bind and serve; raises OSError if the port cannot be bound."""
-        sock = socket.create_server(self._address, backlog=1024)
+        # The workers of --num_workers share the port (serving/supervisor.py); a lone server
+        # fails on a taken port, as TF Serving's HTTP server does.
+        sock = socket.create_server(self._address, backlog=1024, reuse_port=self._reuse_port)
         self.port = sock.getsockname()[1]
         self._loop = uvloop.new_event_loop() if uvloop is not None else asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="rest_api", daemon=True)
@@ -280,7 +284,7 @@ class RestServer:
 
 
 def start_rest_server(
-    options, core, readiness: Readiness, host: str, drain: Drain | None = None
+    options, core, readiness: Readiness, host: str, drain: Drain | None = None, reuse_port: bool = False
 ) -> RestServer | None:
     """TF Serving's start of the HTTP server: none when ``--rest_api_port`` is 0, or the same
     as ``--port`` (logged), or when the port cannot be bound (logged; gRPC serves on)."""
@@ -293,7 +297,7 @@ def start_rest_server(
             "HTTP/REST API. Skipped exporting HTTP/REST API."
         )
         return None
-    server = RestServer(options, core, readiness, host=host, drain=drain)
+    server = RestServer(options, core, readiness, host=host, drain=drain, reuse_port=reuse_port)
     try:
         server.start()
     except OSError as e:

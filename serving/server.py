@@ -16,6 +16,7 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 import grpc
 from grpc_health.v1 import health_pb2_grpc
@@ -164,6 +165,15 @@ def build_server(
     return server, model_health
 
 
+def log_models_served(core: ServerCore) -> None:
+    """One line per model with the versions it serves: with the port lines above, what an
+    operator reads in ``docker logs`` to see that a server serves what it should."""
+    for name in sorted(core.model_names()):
+        versions = sorted(core.manager.available_versions(name))
+        shown = ", ".join(str(v) for v in versions) if versions else "none available yet"
+        logger.info("Serving model %s version%s %s", name, "s" if len(versions) > 1 else "", shown)
+
+
 class ConfigFilePoller:
     """Re-reads --model_config_file every N seconds and reloads it (TF Serving's poll thread)."""
 
@@ -195,14 +205,17 @@ class ConfigFilePoller:
                 logger.exception("PollFilesystemAndReloadConfig failed")
 
 
-def _fail(error: errors.OpError) -> int:
+def fail_to_start(error: errors.OpError) -> int:
+    """TF Serving's failed start: the status on stdout, exit status 255."""
     sys.stdout.write(f"Failed to start server. Error: {status_string(error)}\n")
     sys.stdout.flush()
     return 255
 
 
-def run_server(options: ServerOptions) -> int:
-    """Runs the model server until SIGTERM/SIGINT; returns the process exit status."""
+def run_server(options: ServerOptions, on_serving: Callable[[], None] | None = None) -> int:
+    """Runs the model server until SIGTERM/SIGINT; returns the process exit status.
+    ``on_serving()`` is called once the ports are open and health says SERVING (a worker of
+    ``--num_workers`` tells its supervisor so)."""
     stop = threading.Event()
     state: dict[str, object] = {}
 
@@ -216,13 +229,13 @@ def run_server(options: ServerOptions) -> int:
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return _serve(options, stop, state)
+        return _serve(options, stop, state, on_serving)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
+def _serve(options: ServerOptions, stop: threading.Event, state: dict, on_serving=None) -> int:
     try:
         check_options(options)
         config = initial_config(options)
@@ -232,7 +245,7 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
         drain = Drain()
         server, model_health = build_server(options, core, pool, drain)
     except errors.OpError as e:
-        return _fail(e)
+        return fail_to_start(e)
     poller = None
     if options.model_config_file and options.model_config_file_poll_wait_seconds > 0:
         poller = ConfigFilePoller(
@@ -243,12 +256,22 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
     state["server"] = server
     # REST (--rest_api_port) starts before readiness turns on, so that a client that sees
     # SERVING can use either port; it shares the drain and the readiness with gRPC.
-    rest_server = start_rest_server(options, core, model_health.readiness, options.grpc_bind_address, drain)
+    rest_server = start_rest_server(
+        options,
+        core,
+        model_health.readiness,
+        options.grpc_bind_address,
+        drain,
+        reuse_port=on_serving is not None,  # a worker of --num_workers shares the port
+    )
     model_health.set_serving()
     if options.port != 0:
         logger.info("Running gRPC ModelServer at %s:%d ...", options.grpc_bind_address, options.port)
     if options.grpc_socket_path:
         logger.info("Running gRPC ModelServer at UNIX socket %s ...", options.grpc_socket_path)
+    log_models_served(core)
+    if on_serving is not None:
+        on_serving()
     while not stop.wait(1.0):
         pass
     # SIGTERM (Kubernetes, docker stop) gets the lame duck; SIGINT (a terminal) stops at once.

@@ -106,7 +106,11 @@ FLAGS: tuple[Flag, ...] = (
     ),
     Flag("num_request_iterations_for_warmup", INT32, "Number of times a warmup request is replayed."),
     Flag("version", BOOL, "Display version"),
-    Flag("monitoring_config_file", STRING, "An ascii MonitoringConfig file (not active yet)."),
+    Flag(
+        "monitoring_config_file",
+        STRING,
+        "If non-empty, read an ascii MonitoringConfig protobuf from the supplied file name",
+    ),
     Flag("remove_unused_fields_from_bundle_metagraph", BOOL, "Accepted."),
     Flag("prefer_tflite_model", BOOL, "TensorFlow Lite models (not supported)."),
     Flag("num_tflite_pools", INT32, "TensorFlow Lite interpreter pools (not supported)."),
@@ -151,6 +155,22 @@ FLAGS: tuple[Flag, ...] = (
         "many seconds (default 0: at once; a half-copied version fails to load and is retried).",
     ),
     Flag(
+        "request_log_dir",
+        STRING,
+        "Extension: log sampled requests of every model as PredictionLog TFRecords under this "
+        "directory (<dir>/<model>.NNNNN.tfrecord; each file is a valid warmup file). Empty: off.",
+    ),
+    Flag(
+        "request_log_sampling_rate",
+        FLOAT,
+        "Extension: the fraction of requests --request_log_dir logs (a model's logging_config wins).",
+    ),
+    Flag(
+        "request_log_max_bytes",
+        INT64,
+        "Extension: a request log file is closed at this size (or at 1000 records).",
+    ),
+    Flag(
         "lame_duck_seconds",
         FLOAT,
         "Extension: on SIGTERM, health reports NOT_SERVING and requests are still answered for this "
@@ -173,7 +193,6 @@ _NOT_ACTIVE = (
     "enable_batching",
     "batching_parameters_file",
     "enable_per_model_batching_parameters",
-    "monitoring_config_file",
     "platform_config_file",
     "tensorflow_session_config_file",
     "thread_pool_factory_config_file",

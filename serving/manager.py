@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime import errors
+from serving import metrics
 from serving import policy as policy_lib
 from serving.policy import HarnessState
 from serving.servable import ManagerState, Servable, ServableId, fingerprint
@@ -384,6 +385,7 @@ class AspiredVersionsManager:
                 break
             except Exception as e:  # any loader failure is a failed load, never a crash
                 error = as_op_error(e)
+                metrics.model_load_failures.labels(h.id.name).inc()
                 logger.error("Loading servable: %s failed: %s", h.id, status_string(error))
             attempt += 1
             if attempt > self._max_retries:

@@ -87,6 +87,9 @@ class ServerOptions:
     # scheme: fsspec storage options. Never logged (they may hold endpoints of private stores).
     remote_storage_options: dict = field(default_factory=dict, repr=False)
     file_system_settle_seconds: float = 0.0  # extension: serving/source.py; 0 takes a version at once
+    request_log_dir: str = ""  # extension: serving/request_log.py
+    request_log_sampling_rate: float = 0.1
+    request_log_max_bytes: int = 64 << 20
     lame_duck_seconds: float = 5.0  # extension: serving/drain.py; Kubernetes' endpoint removal takes seconds
     num_workers: int = 1  # extension: serving/supervisor.py; N processes share the ports
     version: bool = False

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from apis.tensorflow_serving.apis import prediction_log_pb2
-from serving import tfrecord
+from serving import metrics, tfrecord
 
 logger = logging.getLogger(__name__)
 
@@ -146,17 +146,16 @@ class RequestLogger:
                 config.sampling_rate,
             )
 
-    def log(self, kind: str, model_name: str, version: int, signature_name: str, request, response) -> None:
+    def log(self, kind: str, model_name: str, signature_name: str, request, response) -> None:
         """Maybe logs one answered request (its messages, or their wire bytes)."""
         config = self._models.get(model_name)
         if config is None or self._rng() >= config.sampling_rate:
             return
         try:
-            self._queue.put_nowait(
-                (config, kind, model_name, version, signature_name, request, response, time.time())
-            )
+            self._queue.put_nowait((config, kind, model_name, signature_name, request, response, time.time()))
         except queue.Full:
             self.dropped += 1
+            metrics.request_log_dropped.labels(model_name).inc()
 
     def close(self, timeout: float = 5.0) -> None:
         """Writes what is queued (up to ``timeout``), then closes every file."""
@@ -177,18 +176,9 @@ class RequestLogger:
             files.close()
 
 
-def prediction_log(
-    config: ModelLogging, kind, model_name, version, signature_name, request, response, now
-) -> bytes:
-    """The serialized PredictionLog of one request."""
+def prediction_log(config: ModelLogging, kind, model_name, signature_name, request, response, now) -> bytes:
+    """The serialized PredictionLog of one request; the version served is the response's."""
     log = prediction_log_pb2.PredictionLog()
-    metadata = log.log_metadata
-    metadata.model_spec.name = model_name
-    metadata.model_spec.version.value = version
-    if signature_name:
-        metadata.model_spec.signature_name = signature_name
-    metadata.sampling_config.sampling_rate = config.sampling_rate
-    metadata.timestamp_secs = int(now)
     entry = getattr(log, LOG_FIELDS[kind])
     for field, value in (("request", request), ("response", response)):
         target = getattr(entry, field)
@@ -196,4 +186,17 @@ def prediction_log(
             target.MergeFromString(bytes(value))
         else:
             target.CopyFrom(value)
+    metadata = log.log_metadata
+    metadata.model_spec.name = model_name
+    metadata.model_spec.version.value = _version(entry.response)
+    if signature_name:
+        metadata.model_spec.signature_name = signature_name
+    metadata.sampling_config.sampling_rate = config.sampling_rate
+    metadata.timestamp_secs = int(now)
     return log.SerializeToString()
+
+
+def _version(response) -> int:
+    if response.DESCRIPTOR.name == "MultiInferenceResponse":
+        return response.results[0].model_spec.version.value if response.results else 0
+    return response.model_spec.version.value

@@ -43,12 +43,11 @@ from aiohttp import web
 from serving import json_tensor
 from serving.drain import REFUSAL_MESSAGE, Drain
 from serving.health import Readiness
+from serving.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
 from serving.rest_api import (
-    DEFAULT_FUNCTIONS,
     JSON_CONTENT_TYPE,
     PATH_PREFIX,
     Reply,
-    RequestFunctions,
     RestApi,
     liveness_json,
     readiness_json,
@@ -284,7 +283,13 @@ class RestServer:
 
 
 def start_rest_server(
-    options, core, readiness: Readiness, host: str, drain: Drain | None = None, reuse_port: bool = False
+    options,
+    core,
+    readiness: Readiness,
+    host: str,
+    drain: Drain | None = None,
+    reuse_port: bool = False,
+    functions: RequestFunctions = DEFAULT_FUNCTIONS,
 ) -> RestServer | None:
     """TF Serving's start of the HTTP server: none when ``--rest_api_port`` is 0, or the same
     as ``--port`` (logged), or when the port cannot be bound (logged; gRPC serves on)."""
@@ -297,7 +302,9 @@ def start_rest_server(
             "HTTP/REST API. Skipped exporting HTTP/REST API."
         )
         return None
-    server = RestServer(options, core, readiness, host=host, drain=drain, reuse_port=reuse_port)
+    server = RestServer(
+        options, core, readiness, host=host, functions=functions, drain=drain, reuse_port=reuse_port
+    )
     try:
         server.start()
     except OSError as e:

@@ -16,10 +16,8 @@ Stateless apart from its arguments: any number of threads may call ``process`` a
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
-from collections.abc import Callable
 from typing import NamedTuple
 from urllib.parse import unquote
 
@@ -32,11 +30,8 @@ from apis.tensorflow_serving.apis import (
 )
 from runtime import errors as op_errors
 from serving import errors, json_examples, json_tensor, json_text, json_writer, signatures
-from serving.classify import classify
-from serving.metadata import SIGNATURE_DEF, get_model_metadata
-from serving.model_service import get_model_status
-from serving.predict import predict
-from serving.regress import regress
+from serving.metadata import SIGNATURE_DEF
+from serving.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
 
 logger = logging.getLogger(__name__)
 
@@ -52,21 +47,6 @@ _STATUS_PATH = re.compile(
 JSON_CONTENT_TYPE = "application/json"
 _INPUT_DTYPES = "rest.input_dtypes"  # servable.cache key of a signature's input dtypes
 _INT64_MAX = 2**63 - 1
-
-
-@dataclasses.dataclass(frozen=True)
-class RequestFunctions:
-    """The transport-free functions REST calls: the very ones gRPC's servicers call. A wrapper
-    around every one (metrics, tracing) is one ``dataclasses.replace``."""
-
-    predict: Callable = predict
-    classify: Callable = classify
-    regress: Callable = regress
-    get_model_metadata: Callable = get_model_metadata
-    get_model_status: Callable = get_model_status
-
-
-DEFAULT_FUNCTIONS = RequestFunctions()
 
 
 class Reply(NamedTuple):
@@ -157,9 +137,10 @@ class RestApi:
     def _predict(self, request: ModelRequest, body: bytes) -> str:
         message = predict_pb2.PredictRequest()
         model_spec_for(message.model_spec, request)
-        form = json_tensor.fill_predict_request(
-            json_text.loads(body), message, lambda name: self._input_dtypes(message.model_spec, name)
-        )
+        with self.functions.decoding("Predict", message):
+            form = json_tensor.fill_predict_request(
+                json_text.loads(body), message, lambda name: self._input_dtypes(message.model_spec, name)
+            )
         response = self.functions.predict(self._core, message, self._deadline)
         return json_tensor.predict_response_json(response.outputs, form)
 
@@ -186,14 +167,16 @@ class RestApi:
     def _classify(self, request: ModelRequest, body: bytes) -> str:
         message = classification_pb2.ClassificationRequest()
         model_spec_for(message.model_spec, request)
-        json_examples.fill_classification_request(json_text.loads(body), message)
+        with self.functions.decoding("Classify", message):
+            json_examples.fill_classification_request(json_text.loads(body), message)
         response = self.functions.classify(self._core, message, self._deadline)
         return json_examples.classification_json(response.result)
 
     def _regress(self, request: ModelRequest, body: bytes) -> str:
         message = regression_pb2.RegressionRequest()
         model_spec_for(message.model_spec, request)
-        json_examples.fill_regression_request(json_text.loads(body), message)
+        with self.functions.decoding("Regress", message):
+            json_examples.fill_regression_request(json_text.loads(body), message)
         response = self.functions.regress(self._core, message, self._deadline)
         return json_examples.regression_json(response.result)
 

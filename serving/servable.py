@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import enum
 import os
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from runtime import errors
+from serving import metrics
 
 
 class ServableId(NamedTuple):
@@ -122,7 +124,15 @@ def saved_model_load_fn(options) -> Callable[[str, ServableId], Any]:
     def load(export_dir: str, servable_id: ServableId) -> Any:
         from loader import load_saved_model  # the loader is imported only when a model loads
 
-        return load_saved_model(export_dir, tags=tags, session_config=config, delegation=delegation)
+        start = time.monotonic()
+        try:
+            bundle = load_saved_model(export_dir, tags=tags, session_config=config, delegation=delegation)
+        except BaseException:
+            metrics.load_attempt_count.labels(export_dir, "fail").inc()  # TF's loader metrics
+            raise
+        metrics.load_attempt_count.labels(export_dir, "success").inc()
+        metrics.load_latency.labels(export_dir).inc(int((time.monotonic() - start) * 1e6))
+        return bundle
 
     return load
 

@@ -30,7 +30,9 @@ from serving.drain import Drain
 from serving.health import ModelHealth
 from serving.manager import status_string
 from serving.model_service import ModelServiceServicer
+from serving.monitoring import Monitoring
 from serving.options import ServerOptions
+from serving.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
 from serving.rest import start_rest_server
 from serving.servable import session_config
 from serving.server_core import ServerCore
@@ -127,14 +129,19 @@ def grpc_pool(options: ServerOptions) -> WorkerPool:
 
 
 def build_server(
-    options: ServerOptions, core: ServerCore, pool: WorkerPool | None = None, drain: Drain | None = None
+    options: ServerOptions,
+    core: ServerCore,
+    pool: WorkerPool | None = None,
+    drain: Drain | None = None,
+    functions: RequestFunctions = DEFAULT_FUNCTIONS,
 ) -> tuple[grpc.Server, ModelHealth]:
     """A started-ready (not yet started) grpc.Server with every service registered, its calls
-    run by ``pool`` (by default a ``grpc_pool`` of its own); PredictionService and ModelService
-    refuse calls while ``drain`` refuses (health and reflection keep answering)."""
+    run by ``pool`` (by default a ``grpc_pool`` of its own); PredictionService calls
+    ``functions``; PredictionService and ModelService refuse calls while ``drain`` refuses
+    (health and reflection keep answering)."""
     server = grpc.server(pool or grpc_pool(options), options=server_options(options))
     # Every service through grpc_handlers: requests parsed in our handlers, never by grpc.
-    grpc_service.add_to_server(core, server, drain)
+    grpc_service.add_to_server(core, server, drain, functions)
     model_service = ModelServiceServicer(core)
     grpc_handlers.add_service(
         server,
@@ -243,7 +250,8 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict, on_servin
         core.reload_config(config)
         pool = grpc_pool(options)
         drain = Drain()
-        server, model_health = build_server(options, core, pool, drain)
+        monitoring = Monitoring(options, core)
+        server, model_health = build_server(options, core, pool, drain, monitoring.functions("GRPC"))
     except errors.OpError as e:
         return fail_to_start(e)
     poller = None
@@ -263,7 +271,9 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict, on_servin
         options.grpc_bind_address,
         drain,
         reuse_port=on_serving is not None,  # a worker of --num_workers shares the port
+        functions=monitoring.functions("REST"),
     )
+    monitoring.add_page(rest_server)
     model_health.set_serving()
     if options.port != 0:
         logger.info("Running gRPC ModelServer at %s:%d ...", options.grpc_bind_address, options.port)
@@ -289,5 +299,6 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict, on_servin
     stopped.wait()
     pool.shutdown(wait=False)  # a call still running past the grace period ends with the process
     core.stop()
+    monitoring.close()
     logger.info("Server stopped")
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -20,6 +21,7 @@ from apis.tensorflow.core.framework import types_pb2
 from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from apis.tensorflow_serving.apis import input_pb2, model_pb2
 from runtime import dtypes, errors
+from serving import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +164,10 @@ def run_examples(
     input_name, output_names = pre_process(signature, method_name_check=method_name_check)
     examples = serialized_examples(request.input)
     check_feed_dtypes([(signature.inputs[inputs_key].dtype, dtypes.DT_STRING)])
+    start = time.perf_counter()
     outputs = run_session(servable.bundle.session, output_names, {input_name: examples}, options)
+    api = "Classify" if response.DESCRIPTOR.name == "ClassificationResponse" else "Regress"
+    metrics.runtime_done(request.model_spec.name, api, time.perf_counter() - start)
     post_process(signature, len(examples), output_names, outputs, response.result)
     return response
 

@@ -23,7 +23,7 @@ from google.protobuf import text_format
 from apis.tensorflow_serving.apis import prediction_log_pb2
 from apis.tensorflow_serving.servables.tensorflow import session_bundle_config_pb2
 from runtime import errors
-from serving import tfrecord
+from serving import metrics, tfrecord
 from serving.classify import run_classify
 from serving.multi_inference import run_multi_inference
 from serving.predict import run_predict
@@ -57,15 +57,34 @@ def run_warmup(servable, export_dir: str, num_request_iterations: int = 0) -> in
         text_format.MessageToString(options, as_one_line=True),
     )
     start = time.monotonic()
-    count = 0
+    read, status = [0], "OK"  # records read so far, counted on failure too
+    try:
+        _replay_file(servable, path, iterations, read)
+    except errors.OpError as e:
+        status = f"{errors.CODE_NAMES.get(e.code, 'UNKNOWN')}: {e.message}"  # absl's Status::ToString
+        raise
+    finally:  # TF Serving's warmup metrics, labelled with the export and the status
+        metrics.model_warmup_latency.labels(export_dir, status).observe((time.monotonic() - start) * 1e6)
+        metrics.model_warmup_records_read.labels(export_dir, status).inc(read[0])
+    logger.info(
+        "Finished reading warmup data for model at %s. Number of warmup records read: %d. "
+        "Elapsed time (microseconds): %d.",
+        path,
+        read[0],
+        (time.monotonic() - start) * 1e6,
+    )
+    return read[0]
+
+
+def _replay_file(servable, path: str, iterations: int, read: list[int]) -> None:
     try:
         with open(path, "rb") as f:
             for record in tfrecord.read_records(f, os.fstat(f.fileno()).st_size):
                 log = _parse(record, path)
                 for _ in range(iterations):
                     replay(servable, log)
-                count += 1
-                if count > MAX_RECORDS:
+                read[0] += 1
+                if read[0] > MAX_RECORDS:
                     raise errors.InvalidArgumentError(
                         None, None, f"Number of warmup records exceeds the maximum ({MAX_RECORDS}) at {path}"
                     )
@@ -75,14 +94,6 @@ def run_warmup(servable, export_dir: str, num_request_iterations: int = 0) -> in
         ) from None
     except OSError as e:
         raise errors.NotFoundError(None, None, f"{path}; {e.strerror or e}") from None
-    logger.info(
-        "Finished reading warmup data for model at %s. Number of warmup records read: %d. "
-        "Elapsed time (microseconds): %d.",
-        path,
-        count,
-        (time.monotonic() - start) * 1e6,
-    )
-    return count
 
 
 def _parse(record: bytes, path: str) -> prediction_log_pb2.PredictionLog:

@@ -1,7 +1,8 @@
 """TF Serving's own REST integration tests, run against ``model_server``.
 
 ``tensorflow_model_server_test.py``'s testPredictREST, testPredictColumnarREST, testClassifyREST,
-testRegressREST, testGetStatusREST and testGetModelMetadataREST, reproduced as one script run in
+testRegressREST, testGetStatusREST and testGetModelMetadataREST (and testPrometheusEndpoint,
+below, with its monitoring config), reproduced as scripts run in
 the oracle's tf221 venv (TensorFlow 2.21 and tensorflow-serving-api): the same server flags as
 its ``RunServer`` (``--port``, ``--rest_api_port``, ``--rest_api_timeout_in_ms=5000``,
 ``--grpc_socket_path``, ``--model_name=default``, ``--model_base_path``), the same model
@@ -119,3 +120,40 @@ def test_tensorflow_serving_rest_integration_tests_pass(model_server, model_dir,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"failures": []}
+
+
+PROMETHEUS_SCRIPT = textwrap.dedent(
+    r"""
+    import json, sys, urllib.request
+    url = "http://{}/monitoring/prometheus/metrics".format(sys.argv[1])
+    resp = urllib.request.urlopen(urllib.request.Request(url, data=None))  # CallREST(url, None)
+    data = resp.read()
+    resp.close()
+    print(json.dumps({"has_type": "# TYPE" in data.decode("utf-8")}))
+    """
+)
+
+
+def test_tensorflow_serving_prometheus_endpoint_test_passes(model_server, model_dir, free_port, tmp_path):
+    """testPrometheusEndpoint: RunServer with TF Serving's testdata monitoring_config.txt, then
+    CallREST on the page, which must hold metric type information ("# TYPE")."""
+    requires_model("half_plus_two")
+    config = tmp_path / "monitoring_config.txt"
+    config.write_text('prometheus_config {\n  enable: true,\n  path: "/monitoring/prometheus/metrics"\n}\n')
+    rest_port = free_port()
+    model_server(
+        f"--rest_api_port={rest_port}",
+        "--rest_api_timeout_in_ms=5000",
+        "--model_name=default",
+        f"--model_base_path={model_dir('half_plus_two')}",
+        f"--monitoring_config_file={config}",
+    )
+    result = subprocess.run(
+        [str(oracle_python()), "-c", PROMETHEUS_SCRIPT, f"localhost:{rest_port}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"has_type": True}

@@ -74,10 +74,12 @@ def test_logged_requests_read_back_as_prediction_logs(tmp_path):
     request.model_spec.name = "m"
     response = predict_pb2.PredictResponse()
     response.model_spec.version.value = 3
-    logger.log("predict", "m", 3, "serving_default", request, response.SerializeToString())  # 0.1: kept
-    logger.log("predict", "m", 3, "serving_default", request, response)  # 0.9: not sampled
-    logger.log("predict", "other", 3, "", request, response)  # not configured: no draw
-    logger.log("predict", "m", 4, "", request, response)  # 0.3: kept
+    logger.log("predict", "m", "serving_default", request, response.SerializeToString())  # 0.1: kept
+    logger.log("predict", "m", "serving_default", request, response)  # 0.9: not sampled
+    logger.log("predict", "other", "", request, response)  # not configured: no draw
+    newer = predict_pb2.PredictResponse()
+    newer.model_spec.version.value = 4
+    logger.log("predict", "m", "", request, newer)  # 0.3: kept
     logger.close()
     (name,) = os.listdir(tmp_path)
     logs = [prediction_log_pb2.PredictionLog.FromString(r) for r in read(tmp_path / name)]
@@ -93,7 +95,7 @@ def test_a_full_queue_drops_records_instead_of_blocking(tmp_path):
     writer_queue = logger._queue
     logger._queue = queue.Queue(1)
     logger._queue.put("occupied")
-    logger.log("classify", "m", 1, "", predict_pb2.PredictRequest(), io.BytesIO().getvalue())
+    logger.log("classify", "m", "", predict_pb2.PredictRequest(), io.BytesIO().getvalue())
     assert logger.dropped == 1
     logger._queue = writer_queue
     logger.close()

@@ -196,22 +196,36 @@ class Cells:
         return child
 
 
-_request_count = Cells(request_count)
-_request_latency = Cells(request_latency)
 _runtime_latency = Cells(runtime_latency)
-_signature_requests = Cells(signature_request_count)
+MAX_LABEL_SETS = 1000
+OTHER = "__other__"  # the model_name of requests past MAX_LABEL_SETS distinct label sets
+_requests: dict[tuple, tuple] = {}  # (model, signature, API, entrypoint, code) -> its children
 
 
 def request_done(
     model_name: str, signature_name: str, api: str, entrypoint: str, code: int, seconds: float
 ) -> None:
     """One request answered (TF Serving's ``RecordRequestLatency``, on success only, and
-    ``RecordModelRequestCount``)."""
-    status = STATUS_NAMES.get(code, "UNKNOWN")
-    _request_count(model_name, status).inc()
-    _signature_requests(model_name, signature_name, api, entrypoint, status).inc()
-    if code == errors.OK:
-        _request_latency(model_name, api, entrypoint).observe(seconds * 1e6)
+    ``RecordModelRequestCount``); its three children found with one lookup."""
+    key = (model_name, signature_name, api, entrypoint, code)
+    children = _requests.get(key)
+    if children is None:
+        if len(_requests) >= MAX_LABEL_SETS:  # names come from clients: bound what they can add
+            model_name, signature_name = OTHER, ""
+            key = (model_name, signature_name, api, entrypoint, code)
+            children = _requests.get(key)
+    if children is None:
+        status = STATUS_NAMES.get(code, "UNKNOWN")
+        children = _requests[key] = (
+            request_count.labels(model_name, status),
+            signature_request_count.labels(model_name, signature_name, api, entrypoint, status),
+            request_latency.labels(model_name, api, entrypoint) if code == errors.OK else None,
+        )
+    count, by_signature, latency = children
+    count.inc()
+    by_signature.inc()
+    if latency is not None:
+        latency.observe(seconds * 1e6)
 
 
 def runtime_done(model_name: str, api: str, seconds: float) -> None:

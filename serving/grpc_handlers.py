@@ -81,10 +81,16 @@ def parse_in_handler(handler: grpc.RpcMethodHandler, drain: Drain) -> grpc.RpcMe
         behavior = handler.unary_unary or handler.unary_stream
         kind = "unary_unary" if handler.unary_unary else "unary_stream"
 
+        admitted = drain.admitted
+
         def on_unary(data, context, *rest):
             if drain.refusing:
                 _refuse(drain, context)
-            return behavior(_parsed(data, parse, context), context, *rest)
+            admitted.append(None)
+            try:
+                return behavior(_parsed(data, parse, context), context, *rest)
+            finally:
+                admitted.pop()
 
         wrapped = on_unary
     return handler._replace(request_deserializer=None, **{kind: wrapped})

@@ -26,7 +26,7 @@ from apis.tensorflow_serving.apis import model_service_pb2_grpc
 from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
 from serving import grpc_handlers, grpc_service, model_config
-from serving.drain import Drain
+from serving.drain import Drain, exit_process
 from serving.health import ModelHealth
 from serving.manager import status_string
 from serving.model_service import ModelServiceServicer
@@ -286,19 +286,14 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict, on_servin
         pass
     # SIGTERM (Kubernetes, docker stop) gets the lame duck; SIGINT (a terminal) stops at once.
     lame_duck = options.lame_duck_seconds if state.get("signal") == signal.SIGTERM else 0.0
-    drain.run(model_health.shutdown, lame_duck)
+    drain.run(model_health.shutdown, lame_duck, SHUTDOWN_GRACE_SECONDS)  # gRPC's calls answered
     if poller is not None:
         poller.stop()
-    # Both ports stop accepting, then both finish what they received.
-    if rest_server is not None:
-        rest_server.stop_accepting()
-    stopped = server.stop(SHUTDOWN_GRACE_SECONDS)
-    if rest_server is not None:
-        rest_server.wait_for_requests(SHUTDOWN_GRACE_SECONDS)
-        rest_server.close()
-    stopped.wait()
-    pool.shutdown(wait=False)  # a call still running past the grace period ends with the process
+    if rest_server is not None:  # REST answers what it received, then closes its connections
+        rest_server.stop(SHUTDOWN_GRACE_SECONDS)
     core.stop()
     monitoring.close()
     logger.info("Server stopped")
+    # Not grpcio's server.stop(): it would cancel the calls still arriving (serving/drain.py).
+    exit_process(0)
     return 0

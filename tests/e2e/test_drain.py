@@ -1,6 +1,6 @@
 """SIGTERM under load: every call received is answered, none ends CANCELLED.
 
-Sixteen closed-loop gRPC clients and eight REST clients (keep-alive connections) send Predict as
+Sixteen closed-loop gRPC clients (``grpc_load.PredictLoad``) and eight REST clients (keep-alive connections) send Predict as
 fast as they are answered; a client refused backs off (50 ms doubling to 1 s, jittered), as gRPC
 retry policies do. Each call is classified by when it was sent against the signal: those sent
 before it must all be answered OK (nothing lost); those sent after it are answered OK (lame
@@ -18,16 +18,15 @@ import signal
 import threading
 import time
 
-import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from apis.tensorflow_serving.apis import predict_pb2
 from runtime.tensor_util import make_tensor_proto
+from tests.e2e.grpc_load import PREDICT, Call, PredictLoad, count
 
 CLIENTS, REST_CLIENTS, ROUNDS, LAME_DUCK = 16, 8, 5, 1.0
 REST_BODY = json.dumps({"instances": [[1.0]]}).encode()
-PREDICT = "/tensorflow.serving.PredictionService/Predict"
 
 
 def predict_bytes() -> bytes:
@@ -37,19 +36,17 @@ def predict_bytes() -> bytes:
     return request.SerializeToString()
 
 
-class Load:
-    """``CLIENTS`` threads, each on its own channel, recording (sent, code) per call."""
+class RestLoad:
+    """``REST_CLIENTS`` threads of keep-alive POSTs, each recorded as a ``grpc_load.Call``
+    whose code is the HTTP status, "refused" when no connection could be made (the port is
+    closed), or "lost" when a request was sent and its connection died before the answer."""
 
-    def __init__(self, address: str, rest_port: int) -> None:
-        self.records: list[tuple[float, str]] = []
-        self.rest_records: list[tuple[float, str]] = []
+    def __init__(self, port: int) -> None:
+        self.calls: list[Call] = []
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._client, args=(address, i)) for i in range(CLIENTS)]
-        self._threads += [
-            threading.Thread(target=self._rest_client, args=(rest_port, i)) for i in range(REST_CLIENTS)
-        ]
+        self._threads = [threading.Thread(target=self._client, args=(port, i)) for i in range(REST_CLIENTS)]
 
-    def __enter__(self) -> Load:
+    def __enter__(self) -> RestLoad:
         for thread in self._threads:
             thread.start()
         return self
@@ -59,26 +56,8 @@ class Load:
         for thread in self._threads:
             thread.join()
 
-    def _client(self, address: str, seed: int) -> None:
-        rng, data, backoff = random.Random(seed), predict_bytes(), 0.0
-        channel = grpc.insecure_channel(address)
-        call = channel.unary_unary(PREDICT)
-        while not self._stop.is_set():
-            sent = time.monotonic()
-            try:
-                call(data, timeout=10)
-                code = "OK"
-            except grpc.RpcError as e:
-                code = e.code().name
-            self.records.append((sent, code))
-            backoff = 0.0 if code == "OK" else min(backoff * 2, 1.0) or 0.05
-            time.sleep(backoff * rng.uniform(0.8, 1.2))
-        channel.close()
-
-    def _rest_client(self, port: int, seed: int) -> None:
-        """Keep-alive POSTs; "refused" when no connection could be made (the port is closed),
-        "lost" when a request was sent and its connection died before the answer."""
-        rng, backoff, connection = random.Random(seed), 0.0, None
+    def _client(self, port: int, index: int) -> None:
+        rng, backoff, connection = random.Random(index), 0.0, None
         while not self._stop.is_set():
             sent = time.monotonic()
             if connection is None:
@@ -99,18 +78,11 @@ class Load:
                 except (OSError, http.client.HTTPException):
                     connection.close()
                     connection, code = None, "lost"
-            self.rest_records.append((sent, code))
+            self.calls.append(Call(index, sent, time.monotonic(), code))
             backoff = 0.0 if code == "200" else min(backoff * 2, 1.0) or 0.05
             time.sleep(backoff * rng.uniform(0.8, 1.2))
         if connection is not None:
             connection.close()
-
-
-def count(records) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for _, code in records:
-        counts[code] = counts.get(code, 0) + 1
-    return counts
 
 
 def test_sigterm_under_load_loses_nothing_and_cancels_nothing(model_server, model_dir, free_port):
@@ -125,7 +97,7 @@ def test_sigterm_under_load_loses_nothing_and_cancels_nothing(model_server, mode
             f"--rest_api_port={rest_port}",
         )
         health = health_pb2_grpc.HealthStub(server.channel())
-        with Load(server.address, rest_port) as load:
+        with PredictLoad(server.address, predict_bytes(), CLIENTS) as load, RestLoad(rest_port) as rest:
             time.sleep(1.0)
             signalled = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
@@ -135,10 +107,10 @@ def test_sigterm_under_load_loses_nothing_and_cancels_nothing(model_server, mode
             assert server.channel().unary_unary(PREDICT)(predict_bytes(), timeout=5)
             assert server.wait_exit(timeout=30) == 0
             time.sleep(0.2)
-        before = count(r for r in load.records if r[0] < signalled)
-        after = count(r for r in load.records if r[0] >= signalled)
-        rest_before = count(r for r in load.rest_records if r[0] < signalled)
-        rest_after = count(r for r in load.rest_records if r[0] >= signalled)
+        before = count(c for c in load.calls if c.sent < signalled)
+        after = count(c for c in load.calls if c.sent >= signalled)
+        rest_before = count(c for c in rest.calls if c.sent < signalled)
+        rest_after = count(c for c in rest.calls if c.sent >= signalled)
         print(
             f"sent before SIGTERM: {before}; after: {after}; REST before: {rest_before}; after: {rest_after}"
         )

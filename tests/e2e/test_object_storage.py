@@ -14,6 +14,7 @@ import time
 import grpc
 import pytest
 import s3fs
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from apis.tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 from tests.e2e.conftest import MODELS_DIR
@@ -21,6 +22,7 @@ from tests.e2e.s3_server import CREDENTIALS, MotoServer, Proxy
 from tests.e2e.test_version_pickup import Clients
 
 SOURCE = MODELS_DIR / "half_plus_two" / "00000123"
+SERVING = health_pb2.HealthCheckResponse.SERVING
 BUCKET = "models-bucket"
 
 
@@ -103,7 +105,19 @@ def test_a_missing_base_path_is_reported_while_another_model_serves(model_server
         f'  config {{ name: "missing" base_path: "s3://{BUCKET}/nothing-here" model_platform: "tensorflow" }}\n'
         "}\n"
     )
-    server = model_server(f"--model_config_file={config}")
+    # Not ready as a whole (a configured model has no version: readiness says so), but serving.
+    server = model_server(f"--model_config_file={config}", wait=False)
+    health = health_pb2_grpc.HealthStub(server.channel())
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if health.Check(health_pb2.HealthCheckRequest(service="present"), timeout=1).status == SERVING:
+                break
+        except grpc.RpcError:
+            pass
+        assert time.monotonic() < deadline and server.proc.poll() is None, server.output()
+        time.sleep(0.1)
+    assert health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status != SERVING
     stub = model_service_pb2_grpc.ModelServiceStub(server.channel())
     request = get_model_status_pb2.GetModelStatusRequest()
     request.model_spec.name = "present"

@@ -29,7 +29,6 @@ REBUILD = "run `python -m tests.oracle build --force --only breadth_records`"
 
 # Errors whose text cannot be TF's (every other error must match TF's message exactly).
 MESSAGE_DIFFERENCES = {
-    "RegexReplace.b002": "Python's re words pattern errors differently from RE2",
     "StringToHashBucketFast.b003": "TF rejects num_buckets=0 when building the graph, in Python",
     # StringJoin's kernel is the loader's (runtime/kernels/io_ops.py); TF says "[2] vs. [3]".
     "StringJoin.b003": "io_ops.StringJoin prints the shapes as Python tuples",

@@ -25,11 +25,12 @@ from collections.abc import Iterator, Mapping
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, versions_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from runtime import attrs as attr_lib
-from runtime import dtypes
+from runtime import dtypes, graph_check
 from runtime.device import DeviceSpec
 from runtime.op_def import OpSignature, function_signature, op_signature, parse_input
 from runtime.tensor_util import shape_from_proto
 
+InvalidGraphError = graph_check.InvalidGraphError
 _TENSOR_FORM = ' Tensor names must be of the form "<op_name>:<output_index>".'
 
 
@@ -240,25 +241,26 @@ class Graph:
         """Adds every node (names prefixed by ``name/`` when given) and the function library.
 
         Inputs may name nodes of this GraphDef or nodes already in the graph. Returns the
-        new operations. ValueError on a duplicate node or an input naming no node.
+        new operations. A GraphDef TF's import refuses (an invalid or duplicate name, an input
+        naming no node or no output, a cycle) raises ``InvalidGraphError`` with TF's text: an
+        InvalidArgumentError and a ValueError, as TF's C++ and Python imports raise.
         """
         with self._lock:
             self._check_not_finalized()
             prefix = f"{name}/" if name else ""
-            added: list[Operation] = []
-            new_ops: dict[str, Operation] = {}
+            copies = []
             for node in graph_def.node:
                 copy = node_def_pb2.NodeDef()
                 copy.CopyFrom(node)
                 if prefix:
                     copy.name = prefix + node.name
                     copy.input[:] = [_prefixed(prefix, text) for text in node.input]
-                if copy.name in self._ops or copy.name in new_ops:
-                    raise ValueError(f"Node '{copy.name}' is not unique")
-                op = Operation(self, copy)
-                new_ops[copy.name] = op
-                added.append(op)
+                copies.append(copy)
+            graph_check.check_node_index(copies, self._ops)
+            added = [Operation(self, copy) for copy in copies]
+            new_ops = {op.name: op for op in added}
             self._check_inputs(added, new_ops)
+            graph_check.check_acyclic(copies)
             for fdef in graph_def.library.function:
                 self._functions.setdefault(fdef.signature.name, fdef)
             for grad in graph_def.library.gradient:
@@ -275,7 +277,7 @@ class Graph:
             for text in op.node_def.input:
                 source, index, _ = parse_input(text)
                 if source not in new_ops and source not in self._ops:
-                    raise ValueError(f"Node '{op.name}': Unknown input node '{text}'")
+                    raise InvalidGraphError(f"Node '{op.name}': Unknown input node '{text}'")
                 if index > refs.get(source, -1):
                     refs[source] = index
         for op in added:
@@ -286,7 +288,7 @@ class Graph:
                     for c in added
                     if any(parse_input(t)[:2] == (op.name, refs[op.name]) for t in c.node_def.input)
                 )
-                raise ValueError(
+                raise InvalidGraphError(
                     f"Node '{consumer}': Connecting to invalid output {refs[op.name]} of source "
                     f"node {op.name} which has {count} outputs."
                 )

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from runtime import errors, frames
+from runtime import errors, frames, node_check
 from runtime.attrs import FuncAttr
 from runtime.graph import Operation, Tensor
 from runtime.interpreter import direct_call
@@ -161,6 +161,8 @@ class _Kernel(NamedTuple):
 
 def _resolve(op: Operation, resources, functions) -> _Kernel | None:
     definition = lookup(op.type)
+    if definition is not None or (functions is not None and op.type in op.graph.functions):
+        node_check.check_node(op, definition.required_attrs if definition else frozenset(), op.signature)
     if functions is not None:
         _prepare_functions(op, functions)
     if definition is not None:

@@ -226,14 +226,13 @@ def test_fetching_inside_a_frame_is_reported():
         Session(graph=graph).run("add:0", {"n:0": 2})
 
 
-def test_cycle_outside_any_frame_is_reported():
-    graph = graph_of(
-        ("x", "Placeholder", [], {"dtype": INT}),
-        ("a", "AddV2", ["x", "b"], {"T": INT}),
-        ("b", "Identity", ["a"], {"T": INT}),
-    )
-    with pytest.raises(errors.UnimplementedError, match="^Graph has a cycle through node"):
-        Session(graph=graph).run("b:0", {"x:0": 1})
+def test_cycle_outside_any_frame_is_refused_at_import_as_tf_refuses_it():
+    with pytest.raises(errors.InvalidArgumentError, match="^2 nodes in a cycle$"):
+        graph_of(
+            ("x", "Placeholder", [], {"dtype": INT}),
+            ("a", "AddV2", ["x", "b"], {"T": INT}),
+            ("b", "Identity", ["a"], {"T": INT}),
+        )
 
 
 def test_loops_run_from_many_threads_at_once():

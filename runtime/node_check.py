@@ -1,0 +1,70 @@
+"""The NodeDef checks TF makes against an op's definition (``ValidateNodeDef``), for the nodes a
+plan runs: every attr the op needs without a default is there, and the data inputs are as many
+as the op's args say. TF makes them when it imports the graph; without OpDefs we make them when a
+plan first resolves the node's kernel, so a malformed node fails with TF's InvalidArgumentError
+naming it rather than with a Python error from inside its kernel.
+
+The texts are TF's up to the op summary: TF's ``Op<...>`` lists the op's attrs after its
+signature, which ``runtime/op_signatures.py`` does not hold; ours stops after the signature.
+"""
+
+from __future__ import annotations
+
+from runtime import dtypes, errors
+from runtime.op_def import ArgSpec, OpSignature
+
+
+def check_node(op, required_attrs: frozenset[str], signature: OpSignature | None) -> None:
+    """InvalidArgumentError (TF's text) when ``op`` lacks a required attr or has too many or too
+    few data inputs for its signature."""
+    attrs = op.node_def.attr
+    for name in sorted(required_attrs):
+        if name not in attrs:
+            raise _invalid(op, f"NodeDef missing attr '{name}' from {_summary(op.type, signature)}")
+    if signature is None:
+        return
+    decoded = op.attrs
+    try:
+        expected = [t for arg in signature.inputs for t in _arg_types(arg, decoded)]
+    except (TypeError, ValueError):  # a number or type-list attr of the wrong kind
+        return  # the kernel's own checks speak for it
+    count = sum(1 for text in op.node_def.input if not text.startswith("^"))
+    if len(expected) != count:
+        names = ", ".join(expected)
+        raise _invalid(
+            op,
+            f"NodeDef expected inputs '{names}' do not match {count} inputs specified; "
+            f"{_summary(op.type, signature)}",
+        )
+
+
+def _arg_types(arg: ArgSpec, attrs) -> list[str]:
+    return [_type_name(t) for t in arg.dtypes(attrs)]
+
+
+def _type_name(dtype: int | None) -> str:
+    if dtype is None:
+        return "?"
+    try:
+        return dtypes.name(dtype)
+    except (KeyError, TypeError, ValueError):  # not a DataType (a malformed attr)
+        return str(dtype)
+
+
+def _summary(op_type: str, signature: OpSignature | None) -> str:
+    if signature is None:
+        return f"Op<name={op_type}>"
+    inputs = ", ".join(_arg(a) for a in signature.inputs)
+    outputs = ", ".join(_arg(a) for a in signature.outputs)
+    return f"Op<name={op_type}; signature={inputs} -> {outputs}>"
+
+
+def _arg(arg: ArgSpec) -> str:
+    kind = arg.type_attr or arg.type_list_attr or (_type_name(arg.fixed_type) if arg.fixed_type else "?")
+    count = f"{arg.number_attr}*" if arg.number_attr else ""
+    ref = "Ref(" if arg.is_ref else ""
+    return f"{arg.name}:{ref}{count}{kind}{')' if arg.is_ref else ''}"
+
+
+def _invalid(op, text: str) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(op.node_def, op, f"{text}; NodeDef: {{{{node {op.name}}}}}")

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, versions_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from runtime import attrs as attr_lib
-from runtime import dtypes, graph_check
+from runtime import dtypes, errors, graph_check, node_check
 from runtime.device import DeviceSpec
 from runtime.op_def import OpSignature, function_signature, op_signature, parse_input
 from runtime.tensor_util import shape_from_proto
@@ -260,7 +260,6 @@ class Graph:
             added = [Operation(self, copy) for copy in copies]
             new_ops = {op.name: op for op in added}
             self._check_inputs(added, new_ops)
-            graph_check.check_acyclic(copies)
             for fdef in graph_def.library.function:
                 self._functions.setdefault(fdef.signature.name, fdef)
             for grad in graph_def.library.gradient:
@@ -272,6 +271,8 @@ class Graph:
             return added
 
     def _check_inputs(self, added: list[Operation], new_ops: dict[str, Operation]) -> None:
+        """TF's import checks past the names: inputs naming no node, then node by node in TF's
+        order, the outputs its inputs name and its NodeDef against its op, then cycles."""
         refs = self._max_output_ref
         for op in added:
             for text in op.node_def.input:
@@ -280,18 +281,25 @@ class Graph:
                     raise InvalidGraphError(f"Node '{op.name}': Unknown input node '{text}'")
                 if index > refs.get(source, -1):
                     refs[source] = index
-        for op in added:
-            count, known = op._count_outputs()
-            if known and refs.get(op.name, -1) >= count:
-                consumer = next(
-                    c.name
-                    for c in added
-                    if any(parse_input(t)[:2] == (op.name, refs[op.name]) for t in c.node_def.input)
-                )
-                raise InvalidGraphError(
-                    f"Node '{consumer}': Connecting to invalid output {refs[op.name]} of source "
-                    f"node {op.name} which has {count} outputs."
-                )
+        order = graph_check.topological_order([op.node_def for op in added])
+        for position in order:
+            op = added[position]
+            for text in op.node_def.input:
+                source, index, control = parse_input(text)
+                producer = new_ops.get(source) or self._ops[source]
+                count, known = producer._count_outputs()
+                if not control and known and index >= count:
+                    raise InvalidGraphError(
+                        f"Node '{op.name}': Connecting to invalid output {index} of source "
+                        f"node {source} which has {count} outputs."
+                    )
+            try:
+                node_check.check_node(op, frozenset(), op.signature)
+            except errors.InvalidArgumentError as e:
+                raise InvalidGraphError(e.message) from None
+        error = graph_check.cycle_error(len(added), order)
+        if error is not None:
+            raise error
 
     def import_meta_graph(self, meta_graph_def: meta_graph_pb2.MetaGraphDef) -> None:
         """Imports the MetaGraphDef's graph_def and its collections, as TF's import does.

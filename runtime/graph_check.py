@@ -4,14 +4,17 @@ TF Serving loads a SavedModel by importing its GraphDef (``ConvertGraphDefToGrap
 one fails the load with INVALID_ARGUMENT and the constructor's text, and Python's
 ``tf.import_graph_def`` raises the same text as a ValueError. Both hold here: ``InvalidGraphError``
 is an InvalidArgumentError and a ValueError. In TF's order: node names (valid, unique, with an op,
-control inputs last), then inputs naming no node, then cycles ("N nodes in a cycle", counted as
-TF's topological walk counts them: a TF1 while loop's NextIteration -> Merge back edge is no cycle).
+control inputs last), then inputs naming no node, then each node in TF's topological order (its
+inputs' output indices, then its NodeDef against the op's definition, ``runtime/node_check.py``), then
+cycles ("N nodes in a cycle", counted as TF's walk counts them: a TF1 while loop's NextIteration
+-> Merge back edge is no cycle).
 
 Pure functions over NodeDefs; ``runtime.graph`` calls them and the Session never sees such a graph.
 """
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Collection, Sequence
 
@@ -54,9 +57,10 @@ def check_node_index(nodes: Sequence[node_def_pb2.NodeDef], existing: Collection
                 )
 
 
-def check_acyclic(nodes: Sequence[node_def_pb2.NodeDef]) -> None:
-    """TF's topological walk over the new nodes (inputs from nodes already in the graph count as
-    ready); whatever it cannot reach lies on or after a cycle."""
+def topological_order(nodes: Sequence[node_def_pb2.NodeDef]) -> list[int]:
+    """The order TF's graph constructor processes the new nodes in (the ready node of lowest
+    index first; inputs from nodes already in the graph count as ready). Nodes it never reaches
+    lie on or after a cycle: ``cycle_error`` reports them after the reached nodes are checked."""
     index = {node.name: i for i, node in enumerate(nodes)}
     next_iterations = {node.name for node in nodes if node.op in ("NextIteration", "RefNextIteration")}
     pending = [0] * len(nodes)
@@ -76,13 +80,21 @@ def check_acyclic(nodes: Sequence[node_def_pb2.NodeDef]) -> None:
         if back_edges:
             pending[i] = sum(t.startswith("^") for t in node.input) + 1
     ready = [i for i, count in enumerate(pending) if count == 0]
-    processed = 0
+    heapq.heapify(ready)
+    order = []
     while ready:
-        processed += 1
-        for consumer, back_edge in consumers[ready.pop()]:
+        current = heapq.heappop(ready)
+        order.append(current)
+        for consumer, back_edge in consumers[current]:
             if not back_edge:
                 pending[consumer] -= 1
                 if pending[consumer] == 0:
-                    ready.append(consumer)
-    if processed < len(nodes):
-        raise InvalidGraphError(f"{len(nodes) - processed} nodes in a cycle")
+                    heapq.heappush(ready, consumer)
+    return order
+
+
+def cycle_error(count: int, order: Sequence[int]) -> InvalidGraphError | None:
+    """TF's error for the nodes of ``count`` that ``topological_order`` never reached, if any."""
+    if len(order) < count:
+        return InvalidGraphError(f"{count - len(order)} nodes in a cycle")
+    return None

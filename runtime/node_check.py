@@ -1,26 +1,33 @@
-"""The NodeDef checks TF makes against an op's definition (``ValidateNodeDef``), for the nodes a
-plan runs: every attr the op needs without a default is there, and the data inputs are as many
-as the op's args say. TF makes them when it imports the graph; without OpDefs we make them when a
-plan first resolves the node's kernel, so a malformed node fails with TF's InvalidArgumentError
-naming it rather than with a Python error from inside its kernel.
+"""The NodeDef checks TF makes against an op's definition (``ValidateNodeDef``): every attr the
+op has without a default is there (``runtime/op_attrs.py``, from TF's registry), and the data
+inputs are as many as the op's args say (``runtime/op_signatures.py``). TF makes them when it
+imports a graph, and so does ``runtime.graph``; a plan checks again, when it first resolves a
+node's kernel, the attrs that kernel needs. A malformed node thus fails with TF's
+InvalidArgumentError naming it, never with a Python error from inside its kernel.
 
 The texts are TF's up to the op summary: TF's ``Op<...>`` lists the op's attrs after its
-signature, which ``runtime/op_signatures.py`` does not hold; ours stops after the signature.
+signature, which the generated tables do not hold; ours stops after the signature.
 """
 
 from __future__ import annotations
 
 from runtime import dtypes, errors
+from runtime.op_attrs import REQUIRED_ATTRS
 from runtime.op_def import ArgSpec, OpSignature
+
+_REQUIRED = {op: frozenset(names.split(",")) for op, names in REQUIRED_ATTRS.items()}
 
 
 def check_node(op, required_attrs: frozenset[str], signature: OpSignature | None) -> None:
     """InvalidArgumentError (TF's text) when ``op`` lacks a required attr or has too many or too
     few data inputs for its signature."""
     attrs = op.node_def.attr
-    for name in sorted(required_attrs):
-        if name not in attrs:
-            raise _invalid(op, f"NodeDef missing attr '{name}' from {_summary(op.type, signature)}")
+    required = required_attrs.union(_REQUIRED.get(op.type, ()))
+    missing = sorted(name for name in required if name not in attrs)
+    if missing:
+        plural = "s" if len(missing) > 1 else ""
+        names = "', '".join(missing)
+        raise _invalid(op, f"NodeDef missing attr{plural} '{names}' from {_summary(op.type, signature)}")
     if signature is None:
         return
     decoded = op.attrs

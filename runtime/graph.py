@@ -274,27 +274,31 @@ class Graph:
         """TF's import checks past the names: inputs naming no node, then node by node in TF's
         order, the outputs its inputs name and its NodeDef against its op, then cycles."""
         refs = self._max_output_ref
-        for op in added:
-            for text in op.node_def.input:
-                source, index, _ = parse_input(text)
+        parsed = [[parse_input(text) for text in op.node_def.input] for op in added]
+        for op, inputs in zip(added, parsed):
+            for text, (source, index, _) in zip(op.node_def.input, inputs):
                 if source not in new_ops and source not in self._ops:
                     raise InvalidGraphError(f"Node '{op.name}': Unknown input node '{text}'")
                 if index > refs.get(source, -1):
                     refs[source] = index
-        order = graph_check.topological_order([op.node_def for op in added])
+        order = graph_check.topological_order([op.node_def for op in added], parsed)
+        counts: dict[str, tuple[int, bool]] = {}
         for position in order:
-            op = added[position]
-            for text in op.node_def.input:
-                source, index, control = parse_input(text)
-                producer = new_ops.get(source) or self._ops[source]
-                count, known = producer._count_outputs()
-                if not control and known and index >= count:
+            op, data_inputs = added[position], 0
+            for source, index, control in parsed[position]:
+                if control:
+                    continue
+                data_inputs += 1
+                count = counts.get(source)
+                if count is None:
+                    count = counts[source] = (new_ops.get(source) or self._ops[source])._count_outputs()
+                if count[1] and index >= count[0]:
                     raise InvalidGraphError(
                         f"Node '{op.name}': Connecting to invalid output {index} of source "
-                        f"node {source} which has {count} outputs."
+                        f"node {source} which has {count[0]} outputs."
                     )
             try:
-                node_check.check_node(op, frozenset(), op.signature)
+                node_check.check_node(op, frozenset(), op.signature, data_inputs)
             except errors.InvalidArgumentError as e:
                 raise InvalidGraphError(e.message) from None
         error = graph_check.cycle_error(len(added), order)

@@ -20,7 +20,6 @@ from collections.abc import Collection, Sequence
 
 from apis.tensorflow.core.framework import node_def_pb2
 from runtime import errors
-from runtime.op_def import parse_input
 
 # TF's IsValidNodeName (internal names with a leading "_" allowed, as imports of function
 # bodies and TF's own exports use them).
@@ -57,10 +56,13 @@ def check_node_index(nodes: Sequence[node_def_pb2.NodeDef], existing: Collection
                 )
 
 
-def topological_order(nodes: Sequence[node_def_pb2.NodeDef]) -> list[int]:
+def topological_order(
+    nodes: Sequence[node_def_pb2.NodeDef], inputs: Sequence[Sequence[tuple[str, int, bool]]]
+) -> list[int]:
     """The order TF's graph constructor processes the new nodes in (the ready node of lowest
-    index first; inputs from nodes already in the graph count as ready). Nodes it never reaches
-    lie on or after a cycle: ``cycle_error`` reports them after the reached nodes are checked."""
+    index first; inputs from nodes already in the graph count as ready). ``inputs`` are each
+    node's inputs as ``runtime.op_def.parse_input`` gives them. Nodes it never reaches lie on or after a cycle:
+    ``cycle_error`` reports them after the reached nodes are checked."""
     index = {node.name: i for i, node in enumerate(nodes)}
     next_iterations = {node.name for node in nodes if node.op in ("NextIteration", "RefNextIteration")}
     pending = [0] * len(nodes)
@@ -69,8 +71,7 @@ def topological_order(nodes: Sequence[node_def_pb2.NodeDef]) -> list[int]:
         pending[i] = len(node.input)
         merge = node.op in ("Merge", "RefMerge")
         back_edges = 0
-        for text in node.input:
-            source, _, control = parse_input(text)
+        for source, _, control in inputs[i]:
             back_edge = merge and not control and source in next_iterations
             back_edges += back_edge
             if source in index:
@@ -78,7 +79,7 @@ def topological_order(nodes: Sequence[node_def_pb2.NodeDef]) -> list[int]:
             else:
                 pending[i] -= 1  # a node already in the graph: ready
         if back_edges:
-            pending[i] = sum(t.startswith("^") for t in node.input) + 1
+            pending[i] = sum(control for _, _, control in inputs[i]) + 1
     ready = [i for i, count in enumerate(pending) if count == 0]
     heapq.heapify(ready)
     order = []

@@ -11,38 +11,56 @@ signature, which the generated tables do not hold; ours stops after the signatur
 
 from __future__ import annotations
 
+import functools
+
 from runtime import dtypes, errors
 from runtime.op_attrs import REQUIRED_ATTRS
 from runtime.op_def import ArgSpec, OpSignature
 
 _REQUIRED = {op: frozenset(names.split(",")) for op, names in REQUIRED_ATTRS.items()}
+_NONE: frozenset[str] = frozenset()
 
 
-def check_node(op, required_attrs: frozenset[str], signature: OpSignature | None) -> None:
-    """InvalidArgumentError (TF's text) when ``op`` lacks a required attr or has too many or too
-    few data inputs for its signature."""
+def check_node(op, required_attrs: frozenset[str], signature: OpSignature | None, data_inputs: int) -> None:
+    """InvalidArgumentError (TF's text) when ``op`` lacks a required attr, or has other than its
+    signature's number of data inputs (``data_inputs``: its non-control inputs)."""
     attrs = op.node_def.attr
-    required = required_attrs.union(_REQUIRED.get(op.type, ()))
-    missing = sorted(name for name in required if name not in attrs)
-    if missing:
-        plural = "s" if len(missing) > 1 else ""
-        names = "', '".join(missing)
-        raise _invalid(op, f"NodeDef missing attr{plural} '{names}' from {_summary(op.type, signature)}")
+    required = _REQUIRED.get(op.type, _NONE)
+    if required_attrs:
+        required = required | required_attrs
+    for name in required:
+        if name not in attrs:
+            _missing_attrs(op, required, signature)
     if signature is None:
         return
-    decoded = op.attrs
-    try:
-        expected = [t for arg in signature.inputs for t in _arg_types(arg, decoded)]
-    except (TypeError, ValueError):  # a number or type-list attr of the wrong kind
-        return  # the kernel's own checks speak for it
-    count = sum(1 for text in op.node_def.input if not text.startswith("^"))
-    if len(expected) != count:
-        names = ", ".join(expected)
+    expected = _fixed_inputs(signature)
+    if expected is None:
+        try:
+            expected = sum(arg.size(op.attrs) for arg in signature.inputs)
+        except (TypeError, ValueError):  # a number or type-list attr of the wrong kind
+            return  # the kernel's own checks speak for it
+    if expected != data_inputs:
+        names = ", ".join(t for arg in signature.inputs for t in _arg_types(arg, op.attrs))
         raise _invalid(
             op,
-            f"NodeDef expected inputs '{names}' do not match {count} inputs specified; "
+            f"NodeDef expected inputs '{names}' do not match {data_inputs} inputs specified; "
             f"{_summary(op.type, signature)}",
         )
+
+
+def _missing_attrs(op, required: frozenset[str], signature: OpSignature | None) -> None:
+    missing = sorted(name for name in required if name not in op.node_def.attr)
+    plural = "s" if len(missing) > 1 else ""
+    names = "', '".join(missing)
+    raise _invalid(op, f"NodeDef missing attr{plural} '{names}' from {_summary(op.type, signature)}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _fixed_inputs(signature: OpSignature) -> int | None:
+    """The number of inputs of a signature without list args (None: its attrs say)."""
+    if any(arg.number_attr or arg.type_list_attr for arg in signature.inputs):
+        return None
+    return len(signature.inputs)
 
 
 def _arg_types(arg: ArgSpec, attrs) -> list[str]:

@@ -162,7 +162,9 @@ class _Kernel(NamedTuple):
 def _resolve(op: Operation, resources, functions) -> _Kernel | None:
     definition = lookup(op.type)
     if definition is not None or (functions is not None and op.type in op.graph.functions):
-        node_check.check_node(op, definition.required_attrs if definition else frozenset(), op.signature)
+        node_check.check_node(
+            op, definition.required_attrs if definition else frozenset(), op.signature, len(op.inputs)
+        )
     if functions is not None:
         _prepare_functions(op, functions)
     if definition is not None:

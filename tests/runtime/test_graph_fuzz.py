@@ -25,6 +25,7 @@ import pytest
 from apis.tensorflow.core.framework import attr_value_pb2, graph_pb2
 from apis.tensorflow.core.protobuf import config_pb2
 from runtime import Graph, Session, errors
+from runtime.kernels import kernel
 from runtime.tensor_util import make_tensor_proto
 from tests.oracle import cache_dir
 from tests.runtime import graph_fuzz
@@ -132,3 +133,25 @@ def test_any_mutant_ends_in_a_result_or_an_op_error_naming_the_node(seed) -> Non
         assert cycle or any(f"'{n}'" in text or f"{{node {n}}}" in text or n in text for n in names if n), (
             f"seed {seed} case {i}: {outcome!r} names no node"
         )
+
+
+@kernel("_TestFailingConstruction", per_node=True)
+def _failing_construction(*, n):
+    size = range(n)  # ``n`` is no int: the constructor raises TypeError
+    return lambda: np.arange(len(size))
+
+
+@kernel("_TestFailingConstant", constant=True)
+def _failing_constant(*, value):
+    return np.asarray(value).reshape(2, 3)  # one element: ValueError
+
+
+@pytest.mark.parametrize("op", ["_TestFailingConstruction", "_TestFailingConstant"])
+def test_a_kernel_failing_while_a_plan_is_built_fails_as_an_op_error_naming_the_node(op) -> None:
+    """A kernel built per node, or a constant computed once per plan, that raises a Python error
+    on a malformed node: the run fails as TF's kernel construction does, naming the node."""
+    graph_def = graph_pb2.GraphDef()
+    node = graph_def.node.add(name="bad", op=op)
+    node.attr["n" if op.endswith("Construction") else "value"].s = b"x"
+    with pytest.raises(errors.InvalidArgumentError, match=r"\[\[\{\{node bad\}\}\]\]"):
+        Session(graph=Graph.from_graph_def(graph_def)).run("bad:0")

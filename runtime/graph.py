@@ -242,8 +242,9 @@ class Graph:
 
         Inputs may name nodes of this GraphDef or nodes already in the graph. Returns the
         new operations. A GraphDef TF's import refuses (an invalid or duplicate name, an input
-        naming no node or no output, a cycle) raises ``InvalidGraphError`` with TF's text: an
-        InvalidArgumentError and a ValueError, as TF's C++ and Python imports raise.
+        naming no node or no output, a NodeDef its op refuses, a cycle) raises
+        ``InvalidGraphError`` with TF's text: an InvalidArgumentError and a ValueError, as TF's
+        C++ and Python imports raise.
         """
         with self._lock:
             self._check_not_finalized()

@@ -31,11 +31,12 @@ class ServerOptions:
     grpc_channel_arguments: str = ""
     grpc_max_threads: int = field(default_factory=lambda: 4 * schedulable_cpus())
     grpc_bind_address: str = "0.0.0.0"  # extension; TF Serving always uses 0.0.0.0
-    # HTTP/REST (not built yet)
+    # HTTP/REST
     rest_api_port: int = 0
     rest_api_num_threads: int = field(default_factory=lambda: 4 * schedulable_cpus())
     rest_api_timeout_in_ms: int = 30000
     rest_api_enable_cors_support: bool = False
+    rest_api_max_body_bytes: int = 64 << 20  # extension: larger bodies are answered 413
     # Models
     model_name: str = "default"
     model_base_path: str = ""
@@ -81,6 +82,13 @@ class ServerOptions:
     xla_gpu_compilation_enabled: bool = False
     skip_initialize_tpu: bool = False
     onnx_delegation: bool = True  # extension: onnxruntime delegation (runtime/onnx); false turns it off
+    remote_model_cache_dir: str = ""  # extension: where s3:// / gs:// versions are read to; "": a temp dir
+    # Set by the CLI from TF's S3 variables (S3_ENDPOINT, S3_USE_HTTPS, S3_VERIFY_SSL), per URL
+    # scheme: fsspec storage options. Never logged (they may hold endpoints of private stores).
+    remote_storage_options: dict = field(default_factory=dict, repr=False)
+    file_system_settle_seconds: float = 0.0  # extension: serving/source.py; 0 takes a version at once
+    lame_duck_seconds: float = 5.0  # extension: serving/drain.py; Kubernetes' endpoint removal takes seconds
+    num_workers: int = 1  # extension: serving/supervisor.py; N processes share the ports
     version: bool = False
 
     def replace(self, **changes) -> ServerOptions:

@@ -252,6 +252,13 @@ def session_callable(session, feeds: Sequence[str], fetches: Sequence[str]) -> C
     (callers raise ``refused_feeds`` of it, as ``run_session`` does). Where the Session offers
     ``make_callable``, names are resolved and the plan found once, not per request."""
     fetches = list(fetches)
+    refusal = fetch_refusal(session, fetches)
+    if refusal is not None:
+
+        def refuse(*_, **__) -> list:
+            raise refusal
+
+        return refuse
     if hasattr(session, "make_callable") and len(set(feeds)) == len(feeds):
         try:
             return session.make_callable(fetches, list(feeds), accept_options=True)
@@ -264,6 +271,29 @@ def session_callable(session, feeds: Sequence[str], fetches: Sequence[str]) -> C
         return session.run(fetches, dict(zip(feeds, feed_values, strict=True)), options=options)
 
     return run
+
+
+def fetch_refusal(session, fetches: Sequence[str]) -> errors.OpError | None:
+    """What TF's C++ Session answers for a fetch naming an output its node lacks, as TF Serving
+    fetches every TensorInfo name as a tensor: a signature such as ``__saved_model_init_op``,
+    whose output names a NoOp, answers OUT_OF_RANGE. (Our Session, like TF's Python one, would
+    run such a name as a target and return None.)"""
+    graph = getattr(session, "graph", None)
+    for name in fetches if graph is not None else ():
+        op_name, _, index = name.partition(":")
+        try:
+            op = graph.get_operation_by_name(op_name)
+        except (KeyError, ValueError):
+            continue  # the run reports it
+        output = int(index) if index.isdigit() else 0
+        if output >= op.num_outputs:
+            return errors.OutOfRangeError(
+                None,
+                None,
+                f"Node '{op.name}' (type: '{op.type}', num of outputs: {op.num_outputs}) "
+                f"does not have output {output}",
+            )
+    return None
 
 
 def refused_feeds(e: Exception) -> errors.InvalidArgumentError:

@@ -1,0 +1,414 @@
+"""TF's ``SharedBatchScheduler``: one pool of batch threads serving every model's queues.
+
+Each ``BatchQueue`` (one per model version and set of input and output tensors) gathers tasks
+into batches: the newest batch is open and takes tasks until it is full
+(``max_execution_batch_size`` rows), then closes and a new one opens. A batch thread takes a
+closed batch, or the open one once its timeout has passed since its first task (at once with a
+timeout of 0), visiting the queues round-robin, and runs the queue's ``process_batch`` on it
+outside any lock. A batch holds one queue's tasks only.
+
+Guarantees:
+
+- ``BatchQueue.schedule`` never waits for a batch: it takes the scheduler's lock for a few list
+  operations and answers at once. A task larger than the queue's ``max_batch_size`` is
+  INVALID_ARGUMENT, a full queue (``max_enqueued_batches``) UNAVAILABLE, with TF's texts; the
+  caller then waits on its own task (``BatchTask.wait``), never on a lock a running batch holds.
+- With ``enable_large_batch_splitting``, a task larger than the room left in the open batch is
+  cut into pieces that fill batches (``batch_forming.split_task_sizes``); its caller gets the
+  pieces' outputs put back together, or the first piece's error.
+- Every accepted task is answered exactly once: by ``process_batch``, or by ``stop`` when the
+  grace period ends first. ``stop(grace_seconds)`` refuses new tasks, runs the queued ones
+  without waiting for timeouts, waits up to ``grace_seconds`` for them, fails what is left
+  with UNAVAILABLE and ends the threads.
+
+Threads wait on one condition variable: an idle thread sleeps until a task makes a batch
+schedulable or until the earliest open batch's timeout, and is woken only when a queue gains
+something to do, so an idle server spends no CPU.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from runtime import errors
+from serving.batching import batch_forming
+from serving.batching.adaptive import AdaptiveTimeout
+from serving.batching.parameters import QueueOptions, SchedulerOptions
+from serving.batching.stats import QueueStats
+
+logger = logging.getLogger(__name__)
+
+_allocate_lock = threading.Lock
+ProcessBatch = Callable[[list["BatchTask"]], None]
+
+
+class BatchTask:
+    """One Run() call waiting in a queue: its inputs (in the queue's input order), its size
+    (rows, dimension 0) and deadline (``time.monotonic()`` seconds; None: none). Answered once
+    by ``finish`` or ``fail``; the caller blocks in ``wait`` on a lock of its own."""
+
+    __slots__ = ("inputs", "size", "enqueued", "deadline", "outputs", "error", "answered", "_done")
+
+    def __init__(self, inputs: Sequence, size: int, enqueued: float, deadline: float | None) -> None:
+        self.inputs, self.size, self.enqueued, self.deadline = inputs, size, enqueued, deadline
+        self.outputs: list | None = None
+        self.error: BaseException | None = None
+        self.answered = False
+        self._done = _allocate_lock()
+        self._done.acquire()
+
+    def finish(self, outputs: list) -> None:
+        self.outputs, self.answered = outputs, True
+        self._done.release()
+
+    def fail(self, error: BaseException) -> None:
+        self.error, self.answered = error, True
+        self._done.release()
+
+    def wait(self) -> list:
+        """The task's outputs, once answered; its error raised otherwise (a copy per task: one
+        exception raised in many threads would pile their tracebacks onto each other)."""
+        self._done.acquire()
+        if self.error is not None:
+            raise _fresh(self.error)
+        return self.outputs
+
+
+class _Piece(BatchTask):
+    """A piece of a split task: answers its ``SplitTask`` instead of a caller."""
+
+    __slots__ = ("_parent", "_index")
+
+    def __init__(self, inputs, size, parent: SplitTask, index: int) -> None:
+        super().__init__(inputs, size, parent.enqueued, parent.deadline)
+        self._parent, self._index = parent, index
+
+    def finish(self, outputs: list) -> None:
+        self.answered = True
+        self._parent.piece_done(self._index, outputs, None)
+
+    def fail(self, error: BaseException) -> None:
+        self.answered = True
+        self._parent.piece_done(self._index, None, error)
+
+
+class SplitTask(BatchTask):
+    """A task cut into pieces (``enable_large_batch_splitting``): answered when its last piece
+    is, with the pieces' outputs concatenated, or the first error a piece met."""
+
+    __slots__ = ("pieces", "_results", "_left", "_lock")
+
+    def __init__(self, task: BatchTask, sizes: Sequence[int]) -> None:
+        super().__init__(task.inputs, task.size, task.enqueued, task.deadline)
+        self._results: list = [None] * len(sizes)
+        self._left = len(sizes)
+        self._lock = _allocate_lock()
+        inputs = batch_forming.slice_inputs(task.inputs, sizes)
+        self.pieces = [_Piece(inputs[i], size, self, i) for i, size in enumerate(sizes)]
+
+    def piece_done(self, index: int, outputs: list | None, error: BaseException | None) -> None:
+        with self._lock:
+            self._results[index] = outputs
+            if error is not None and self.error is None:
+                self.error = error
+            self._left -= 1
+            last = self._left == 0
+        if last:
+            if self.error is None:
+                try:
+                    self.outputs = batch_forming.concat_outputs(self._results)
+                except Exception as e:  # noqa: BLE001 - the caller gets it, as any batch error
+                    self.error = e
+            self.answered = True
+            self._done.release()
+
+
+class BatchQueue:
+    """One queue of ``SharedBatchScheduler``: TF's ``internal::Queue`` with its handle's API.
+
+    Its state is guarded by the scheduler's lock. ``stats`` is the queue's ``QueueStats``."""
+
+    def __init__(
+        self,
+        scheduler: SharedBatchScheduler,
+        options: QueueOptions,
+        process_batch: ProcessBatch,
+        stats: QueueStats,
+    ) -> None:
+        self.options = options
+        self.stats = stats
+        self._scheduler = scheduler
+        self._process_batch = process_batch
+        self._max_size = options.max_execution_batch_size
+        self._closed_batches: collections.deque[list[BatchTask]] = collections.deque()
+        self._open: list[BatchTask] = []
+        self._open_size = 0
+        self._open_start = 0.0
+        self._in_flight = 0  # batches being processed
+        self._closed = False
+        self._timeout = options.batch_timeout_micros / 1e6
+        self._adaptive = (
+            AdaptiveTimeout(options.adaptive_timeout_cap_micros / 1e6)
+            if options.adaptive_batch_timeout
+            else None
+        )
+
+    # -- the request side -------------------------------------------------------------------
+
+    def schedule(self, task: BatchTask) -> BatchTask:
+        """Queues ``task``; returns what to ``wait`` on (the task, or the ``SplitTask`` it was
+        cut into). Raises at once where the task cannot be queued."""
+        scheduler = self._scheduler
+        with scheduler._cv:
+            try:
+                if self._closed or scheduler._stopping:
+                    raise errors.UnavailableError(
+                        None, None, "The batch scheduling queue to which this task was submitted is closed"
+                    )
+                self._check_capacity(task.size)
+            except errors.OpError as e:
+                self.stats.task_rejected(e.code)
+                raise
+            pieces: Sequence[BatchTask] = (task,)
+            room = self._max_size - self._open_size
+            if self.options.enable_large_batch_splitting and task.size > room:
+                task = SplitTask(task, batch_forming.split_task_sizes(task.size, room, self._max_size))
+                pieces = task.pieces
+            wake = False
+            for piece in pieces:
+                if self._open_size + piece.size > self._max_size:
+                    self._close_open_batch()
+                    wake = True
+                if not self._open:
+                    self._open_start = task.enqueued
+                    wake = True  # a timer starts (or, at timeout 0, a batch is ready)
+                self._open.append(piece)
+                self._open_size += piece.size
+            if self._open_size >= self._max_size:
+                wake = True
+            if self._adaptive is not None:
+                self._adaptive.arrival(task.enqueued, task.size)
+            self.stats.task_scheduled(task.size)
+            if wake and scheduler._idle:
+                scheduler._cv.notify()
+        return task
+
+    def _check_capacity(self, size: int) -> None:
+        """TF's ``ValidateBatchTaskQueueCapacity``, texts included."""
+        options = self.options
+        if size > options.input_batch_size_limit:
+            raise errors.InvalidArgumentError(
+                None,
+                None,
+                f"Task size {size} is larger than maximum input batch size {options.input_batch_size_limit}",
+            )
+        batches = len(self._closed_batches) + 1  # TF counts the open batch among them
+        if options.enable_large_batch_splitting:
+            capacity = (
+                (options.max_enqueued_batches - batches) * self._max_size + self._max_size - self._open_size
+            )
+            if size > capacity:
+                raise errors.UnavailableError(
+                    None,
+                    None,
+                    "The batch scheduling queue to which this task was submitted is full; task size is "
+                    f"{size} but scheduling capacity is only {capacity} (num_enqueued_batches={batches}, "
+                    f"max_enqueued_batches={options.max_enqueued_batches}, open_batch_size={self._open_size}, "
+                    f"max_execution_batch_size={self._max_size})",
+                )
+        elif (
+            self._open_size + size > options.input_batch_size_limit
+            and batches >= options.max_enqueued_batches
+        ):
+            raise errors.UnavailableError(
+                None,
+                None,
+                "The batch scheduling queue to which this task was submitted is full; currently "
+                f"{batches} batches enqueued and max_enqueued_batches is {options.max_enqueued_batches}",
+            )
+
+    def num_enqueued_tasks(self) -> int:
+        """Tasks accepted and not yet handed to a batch thread (queue depth, for monitoring)."""
+        with self._scheduler._cv:
+            return len(self._open) + sum(len(batch) for batch in self._closed_batches)
+
+    # -- the batch-thread side (under the scheduler's lock) --------------------------------
+
+    def _close_open_batch(self) -> None:
+        self._closed_batches.append(self._open)
+        self._open, self._open_size = [], 0
+
+    def _take_batch(self, now: float, flush: bool) -> tuple[list[BatchTask] | None, float | None]:
+        """A batch ready to run, else None and when the open batch will be (None: never
+        without more tasks)."""
+        if self._closed_batches:
+            return self._closed_batches.popleft(), None
+        if not self._open:
+            return None, None
+        if flush or self._closed or self._open_size >= self._max_size:
+            ready_at = now
+        elif self._adaptive is not None:
+            ready_at = self._open_start + self._adaptive.timeout
+        else:
+            ready_at = self._open_start + self._timeout
+        if now < ready_at:
+            return None, ready_at
+        batch = self._open
+        self._open, self._open_size = [], 0
+        return batch, None
+
+    def _is_empty(self) -> bool:
+        return not self._in_flight and not self._open and not self._closed_batches
+
+    def _drop_queued(self) -> list[BatchTask]:
+        """Every task not yet taken, removed (the caller fails them outside the lock)."""
+        tasks = [t for batch in self._closed_batches for t in batch] + self._open
+        self._closed_batches.clear()
+        self._open, self._open_size = [], 0
+        return tasks
+
+    def _run(self, batch: list[BatchTask]) -> None:
+        """Runs ``process_batch`` on a batch thread; a task it left unanswered (a bug) fails."""
+        start = time.monotonic()
+        try:
+            self._process_batch(batch)
+        except BaseException as e:  # noqa: BLE001 - the batch's callers must hear of it
+            logger.exception("Processing a batch failed")
+            for task in batch:
+                if not task.answered:
+                    task.fail(errors.InternalError(None, None, f"Batch processing failed: {e}"))
+        if self._adaptive is not None:
+            self._adaptive.ran(time.monotonic() - start)
+
+
+class SharedBatchScheduler:
+    """``num_batch_threads`` threads shared by every queue, round-robin. Thread-safe."""
+
+    def __init__(
+        self,
+        options: SchedulerOptions,
+        stats_factory: Callable[[str], QueueStats] = QueueStats,
+    ) -> None:
+        self.options = options
+        self._stats_factory = stats_factory
+        self._cv = threading.Condition(threading.Lock())
+        self._queues: list[BatchQueue] = []
+        self._next = 0  # the queue the next idle thread asks first
+        self._idle = 0  # threads waiting on _cv
+        self._stopping = False  # no new tasks; open batches run without waiting
+        self._stopped = False  # threads end once no batch is left
+        self._threads = [
+            threading.Thread(target=self._thread_logic, name=f"{options.thread_pool_name}_{i}", daemon=True)
+            for i in range(options.num_batch_threads)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def add_queue(self, options: QueueOptions, process_batch: ProcessBatch, name: str) -> BatchQueue:
+        """A new queue whose batches ``process_batch`` runs (on a batch thread)."""
+        queue = BatchQueue(self, options, process_batch, self._stats_factory(name))
+        with self._cv:
+            if self._stopping:
+                raise errors.UnavailableError(None, None, "The batch scheduler is stopped")
+            self._queues.append(queue)
+        return queue
+
+    def remove_queue(self, queue: BatchQueue) -> None:
+        """``CloseAndWaitUntilEmpty``: refuses new tasks, runs the queued ones at once and
+        returns when the queue is empty (or the scheduler has stopped)."""
+        with self._cv:
+            queue._closed = True
+            self._cv.notify_all()
+            self._cv.wait_for(lambda: queue._is_empty() or self._stopped)
+            if queue in self._queues:
+                self._queues.remove(queue)
+        _log_summary(queue)
+
+    def queues(self) -> list[BatchQueue]:
+        with self._cv:
+            return list(self._queues)
+
+    def stop(self, grace_seconds: float) -> bool:
+        """Refuses new tasks, runs those queued without waiting for timeouts, waits up to
+        ``grace_seconds`` for them; then fails what is left (UNAVAILABLE) and ends the threads.
+        Returns whether every task ran. Idempotent."""
+        dropped: list[BatchTask] = []
+        with self._cv:
+            if self._stopped:
+                return all(q._is_empty() for q in self._queues)
+            self._stopping = True
+            self._cv.notify_all()
+            drained = self._cv.wait_for(
+                lambda: all(q._is_empty() for q in self._queues), timeout=max(0.0, grace_seconds)
+            )
+            if not drained:
+                for queue in self._queues:
+                    dropped += queue._drop_queued()
+            self._stopped = True
+            self._cv.notify_all()
+        for task in dropped:
+            task.fail(
+                errors.UnavailableError(None, None, "The batch scheduler stopped before this task could run")
+            )
+        if dropped:
+            logger.warning("Batch scheduler stopped with %d queued task(s) not run", len(dropped))
+        for queue in self.queues():
+            _log_summary(queue)
+        return drained
+
+    # -- batch threads ------------------------------------------------------------------------
+
+    def _thread_logic(self) -> None:
+        cv = self._cv
+        while True:
+            with cv:
+                while True:
+                    queue, batch, wait = self._next_batch()
+                    if batch is not None:
+                        queue._in_flight += 1
+                        break
+                    if self._stopped:
+                        return
+                    self._idle += 1
+                    cv.wait(wait)
+                    self._idle -= 1
+            queue._run(batch)
+            with cv:
+                queue._in_flight -= 1
+                if queue._closed or self._stopping:
+                    cv.notify_all()  # remove_queue and stop wait for queues to empty
+
+    def _next_batch(self) -> tuple[BatchQueue | None, list[BatchTask] | None, float | None]:
+        """The next queue's batch, round-robin; else how long to sleep (None: until woken)."""
+        now = time.monotonic()
+        count = len(self._queues)
+        wake_at = None
+        flush = self._stopping
+        for _ in range(count):
+            index = self._next % count
+            self._next = index + 1
+            queue = self._queues[index]
+            batch, ready_at = queue._take_batch(now, flush)
+            if batch is not None:
+                return queue, batch, None
+            if ready_at is not None and (wake_at is None or ready_at < wake_at):
+                wake_at = ready_at
+        return None, None, None if wake_at is None else max(0.0, wake_at - now)
+
+
+def _log_summary(queue: BatchQueue) -> None:
+    """What a queue did, when it did anything: whether batching pays shows here."""
+    if queue.stats.tasks or queue.stats.rejected:
+        logger.info("Batching of %s: %s", queue.stats.name, queue.stats.summary())
+
+
+def _fresh(error: BaseException) -> BaseException:
+    try:
+        return copy.copy(error)
+    except Exception:  # noqa: BLE001 - an exception that cannot be copied is raised as it is
+        return error

@@ -113,8 +113,10 @@ def session_config(options) -> Any:
     return config
 
 
-def saved_model_load_fn(options) -> Callable[[str, ServableId], Any]:
-    """Loads a version directory with ``loader.load_saved_model`` and the flags' tags."""
+def saved_model_load_fn(options, batching=None) -> Callable[[str, ServableId], Any]:
+    """Loads a version directory with ``loader.load_saved_model`` and the flags' tags; with
+    ``batching`` (a ``serving.batching.bundle.Batching``), its Session is wrapped for batching
+    before anything runs on it (warmup included), as TF Serving's bundle factory does."""
     tags = set(options.saved_model_tag_set)
     config = session_config(options)
     delegation = True if options.onnx_delegation else None
@@ -122,6 +124,13 @@ def saved_model_load_fn(options) -> Callable[[str, ServableId], Any]:
     def load(export_dir: str, servable_id: ServableId) -> Any:
         from loader import load_saved_model  # the loader is imported only when a model loads
 
-        return load_saved_model(export_dir, tags=tags, session_config=config, delegation=delegation)
+        bundle = load_saved_model(export_dir, tags=tags, session_config=config, delegation=delegation)
+        if batching is not None:
+            try:
+                batching.wrap(bundle, export_dir, servable_id)
+            except BaseException:
+                bundle.close()
+                raise
+        return bundle
 
     return load

@@ -14,6 +14,7 @@ import re
 import signal
 import sys
 import threading
+import time
 
 import grpc
 from grpc_health.v1 import health_pb2_grpc
@@ -242,7 +243,10 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
     model_health.shutdown()
     if poller is not None:
         poller.stop()
+    stopping = time.monotonic()
     server.stop(SHUTDOWN_GRACE_SECONDS).wait()
+    if core.batching is not None:  # calls received ran their batches; the rest, in what grace is left
+        core.batching.stop(max(0.0, SHUTDOWN_GRACE_SECONDS - (time.monotonic() - stopping)))
     pool.shutdown(wait=False)  # a call still running past the grace period ends with the process
     core.stop()
     logger.info("Server stopped")

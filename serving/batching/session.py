@@ -34,6 +34,7 @@ from serving.batching.scheduler import BatchQueue, BatchTask, SharedBatchSchedul
 logger = logging.getLogger(__name__)
 
 MAX_CUSTOM_QUEUES = 64  # queues for tensor sets no SignatureDef names; a bound on memory
+_WARN_EVERY_SECONDS = 120
 QUEUE_TIMEOUT_TEXT = "Run() timeout exceeded while waiting in batching queue"
 
 TensorSignature = tuple[tuple[str, ...], tuple[str, ...]]  # (sorted input names, sorted output names)
@@ -136,6 +137,7 @@ class BatchingSession:
         self._batchers: dict[TensorSignature, _SignatureBatcher] = {}
         self._custom = 0
         self._closed = False
+        self._warned = -_WARN_EVERY_SECONDS
         for key in signature_keys:
             if key[0] and key[1] and key not in self._batchers:
                 self._batchers[key] = self._new_batcher(key)
@@ -145,6 +147,8 @@ class BatchingSession:
         return self._wrapped
 
     def __getattr__(self, name: str):  # graph, delegation_report, ...: the wrapped Session's
+        if name.startswith("_"):  # (not ours: copy and pickle probe before __init__ ran)
+            raise AttributeError(name)
         return getattr(self._wrapped, name)
 
     def _new_batcher(self, key: TensorSignature) -> _SignatureBatcher:
@@ -164,7 +168,10 @@ class BatchingSession:
                 batcher = self._batchers[key] = self._new_batcher(key)
                 self._custom += 1
         if batcher is None:
-            logger.warning("Request doesn't match any batching queue; bypassing batcher: %s", key)
+            now = time.monotonic()
+            if now - self._warned >= _WARN_EVERY_SECONDS:  # TF Serving's LOG_EVERY_N_SEC
+                self._warned = now
+                logger.warning("Request doesn't match any batching queue; bypassing batcher: %s", key)
         return batcher
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):

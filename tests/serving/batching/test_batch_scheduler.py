@@ -51,6 +51,27 @@ def scheduler():
         s.stop(5)
 
 
+class Background:
+    """``queue.schedule(task).wait()`` on a thread of its own (a task that runs at once runs on
+    its caller's thread: tests that hold a batch must not be that caller)."""
+
+    def __init__(self, queue, task: BatchTask):
+        self.result = None
+        self.thread = threading.Thread(target=self._run, args=(queue, task))
+        self.thread.start()
+
+    def _run(self, queue, task):
+        try:
+            self.result = queue.schedule(task).wait()
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            self.result = e
+
+    def wait(self):
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+        return self.result
+
+
 def run_in_threads(fn, items) -> list:
     results: list = [None] * len(items)
 
@@ -95,7 +116,7 @@ def test_timeout_zero_runs_at_once_and_tasks_pile_up_while_the_thread_is_busy(sc
     gate = threading.Event()
     record = Recorder(gate)
     queue = scheduler(threads=1).add_queue(QueueOptions(), record, "q")
-    first = queue.schedule(task("first"))
+    first = Background(queue, task("first"))
     assert record.started.wait(5)
     later = [queue.schedule(task(i)) for i in range(5)]  # the one thread is busy
     gate.set()
@@ -109,7 +130,7 @@ def test_a_full_batch_closes_and_the_next_opens(scheduler):
     queue = scheduler(threads=1).add_queue(
         QueueOptions(input_batch_size_limit=3, max_execution_batch_size=3), record, "q"
     )
-    blocker = queue.schedule(task("x"))
+    blocker = Background(queue, task("x"))
     assert record.started.wait(5)
     waiting = [queue.schedule(task(i, size=2)) for i in range(3)]  # 2 + 2 > 3: one task per batch
     gate.set()
@@ -122,7 +143,7 @@ def test_schedule_never_waits_for_a_running_batch(scheduler):
     gate = threading.Event()
     record = Recorder(gate)
     queue = scheduler(threads=1).add_queue(QueueOptions(), record, "q")
-    queue.schedule(task("running"))
+    running = Background(queue, task("running"))
     assert record.started.wait(5)
     start = time.monotonic()
     pending = [queue.schedule(task(i)) for i in range(100)]
@@ -130,6 +151,7 @@ def test_schedule_never_waits_for_a_running_batch(scheduler):
     assert queue.num_enqueued_tasks() == 100
     gate.set()
     assert [t.wait() for t in pending] == list(range(100))
+    assert running.wait() == "running"
 
 
 def test_a_task_larger_than_max_batch_size_is_invalid_argument(scheduler):
@@ -147,7 +169,7 @@ def test_a_full_queue_answers_unavailable_at_once_and_loses_nothing_else(schedul
     record = Recorder(gate)
     options = QueueOptions(input_batch_size_limit=2, max_execution_batch_size=2, max_enqueued_batches=2)
     queue = scheduler(threads=1).add_queue(options, record, "q")
-    running = queue.schedule(task("run", size=2))
+    running = Background(queue, task("run", size=2))
     assert record.started.wait(5)
     accepted = [queue.schedule(task(i)) for i in range(4)]  # two batches of 2: the queue's limit
     start = time.monotonic()
@@ -174,7 +196,7 @@ def test_a_full_queue_with_splitting_names_its_capacity(scheduler):
         enable_large_batch_splitting=True,
     )
     queue = scheduler(threads=1).add_queue(options, record, "q")
-    queue.schedule(task("run"))
+    running = Background(queue, task("run"))
     assert record.started.wait(5)
     queue.schedule(task("a", size=3))
     with pytest.raises(errors.UnavailableError) as raised:
@@ -185,6 +207,7 @@ def test_a_full_queue_with_splitting_names_its_capacity(scheduler):
         "max_execution_batch_size=4)"
     )
     gate.set()
+    assert running.wait() == "run"
 
 
 def test_a_failing_batch_fails_each_of_its_tasks_and_the_next_batch_runs(scheduler):
@@ -226,7 +249,9 @@ def test_queues_share_the_threads_round_robin(scheduler):
         return run
 
     s = scheduler(threads=1)
-    options = QueueOptions(input_batch_size_limit=1, max_execution_batch_size=1, max_enqueued_batches=100)
+    options = QueueOptions(  # a timeout: no task runs on its caller's thread here
+        input_batch_size_limit=1, max_execution_batch_size=1, max_enqueued_batches=100, batch_timeout_micros=10**6
+    )
     a, b = s.add_queue(options, process("a"), "a"), s.add_queue(options, process("b"), "b")
     tasks = [a.schedule(task(i)) for i in range(4)] + [b.schedule(task(i)) for i in range(4)]
     gate.set()
@@ -278,7 +303,7 @@ def test_stop_fails_what_the_grace_period_leaves_queued(scheduler):
     record = Recorder(gate)
     s = scheduler(threads=1)
     queue = s.add_queue(QueueOptions(input_batch_size_limit=1, max_execution_batch_size=1), record, "q")
-    running = queue.schedule(task("running"))
+    running = Background(queue, task("running"))
     assert record.started.wait(5)
     queued = [queue.schedule(task(i)) for i in range(3)]
     assert s.stop(grace_seconds=0.2) is False
@@ -298,3 +323,34 @@ def test_remove_queue_runs_what_is_queued_then_removes_it(scheduler):
     s.remove_queue(queue)
     assert pending.wait() == "queued"
     assert queue not in s.queues()
+
+
+def test_a_task_ready_at_once_runs_on_its_callers_thread_within_num_batch_threads(scheduler):
+    threads_seen = []
+
+    def process(tasks):
+        threads_seen.append(threading.current_thread().name)
+        for t in tasks:
+            t.finish(t.inputs)
+
+    queue = scheduler(threads=1).add_queue(QueueOptions(), process, "q")
+    assert queue.schedule(task("alone")).wait() == "alone"
+    assert threads_seen == [threading.current_thread().name]  # no hand-off to a batch thread
+
+    gate = threading.Event()
+    record = Recorder(gate)
+    busy = scheduler(threads=1).add_queue(QueueOptions(), record, "busy")
+    first = Background(busy, task("first"))  # takes the one slot, on its caller's thread
+    assert record.started.wait(5)
+    second = busy.schedule(task("second"))  # no slot free: queued, not run by this thread
+    assert not second.answered
+    gate.set()
+    assert first.wait() == "first" and second.wait() == "second"
+    assert record.batches == [["first"], ["second"]]
+
+
+def test_a_timeout_keeps_tasks_off_their_callers_thread(scheduler):
+    record = Recorder()
+    queue = scheduler().add_queue(QueueOptions(batch_timeout_micros=1000), record, "q")
+    assert queue.schedule(task("a")).wait() == "a"
+    assert queue.stats.tasks == 1 and record.batches == [["a"]]

@@ -1,27 +1,31 @@
 """Request batching: Predict QPS and p50/p99 of ``model_server`` with batching off, on and adaptive.
 
-    .venv/bin/python benchmarks/batching.py [--duration 4] [--rounds 3] [--concurrency 1,8,32,64]
-        [--models mlp,cnn] [--configs off,on,t1000,t5000,adaptive] [--grpc-threads 128]
+    .venv/bin/python benchmarks/batching.py [--duration 6] [--rounds 3] [--concurrency 1,8,32,64]
+        [--models mlp,cnn] [--configs off,on,t1000,t2000,t5000,adaptive] [--server-cpus auto]
 
 Serves two models of the oracle corpus (``python -m tests.oracle build``): "mlp",
-``batching_mlp`` (256 -> 512 -> 512 -> 512 -> 10, float32; about 100 us a run alone, 10 us a row
-in batches of 32 here) and "cnn", ``batching_cnn`` (28x28x1, conv 16 + pool, conv 32 + pool,
-dense 64 -> 10). One ``model_server`` per configuration, all started at once and serving both:
+``batching_mlp`` (512 -> 1024 -> 1024 -> 1024 -> 10, float32: about 0.9 ms a run of one row, 80 us
+a row in batches of 32, so batching pays) and "cnn", ``batching_cnn`` (28x28x1, conv 16 + pool,
+conv 32 + pool, dense 64 -> 10: 50 us a row alone, 15 us in batches). One ``model_server`` per
+configuration, all started at once, each serving both:
 
 - ``off``: no batching;
 - ``on``: ``--enable_batching`` with TF Serving's documented CPU starting point
-  (``num_batch_threads`` = CPUs, ``max_batch_size`` high (256), ``batch_timeout_micros`` 0,
-  ``max_enqueued_batches`` high while measuring);
-- ``tN``: the same with ``batch_timeout_micros`` N (TF's advice: try 1000-10000);
-- ``adaptive``: ``on`` plus ``--adaptive_batch_timeout`` (ours): the queue picks its timeout.
+  (``num_batch_threads`` = the server's CPUs, ``max_batch_size`` high (256),
+  ``batch_timeout_micros`` 0, ``max_enqueued_batches`` high while measuring);
+- ``tN``: the same with ``batch_timeout_micros`` N (TF's advice: then try 1000 to 10000);
+- ``adaptive``: ``on`` plus ``--adaptive_batch_timeout`` (ours): each queue picks its timeout.
 
-Closed-loop grpc.aio clients keep ``concurrency`` Predict calls of one row in flight; each point
-runs ``--rounds`` rounds alternating over the configurations (so drift in the machine's load
-hits all alike). The table gives median QPS over rounds, p50 and p99 over every request, and
-each configuration's QPS as a ratio of ``off`` measured in the same rounds. Every server gets
-``--grpc_max_threads`` large enough for every call in flight to reach the batcher (TF Serving's
-advice: about twice ``max_batch_size`` client threads). At the end each server's log gives what
-its queues did (mean batch size and run time). A benchmark, not a test: it asserts nothing.
+As in ``predict_qps.py``, on machines of 4 CPUs or fewer the servers share the last CPU and the
+clients get the others (``--server-cpus``). Closed-loop grpc.aio clients keep ``concurrency``
+Predict calls of one row in flight; each point runs ``--rounds`` rounds alternating over the
+configurations (so drift in the machine's load hits all alike). The table gives median QPS over
+rounds, p50 and p99 over every request, the server's CPU time per request, and each
+configuration's QPS as a ratio of ``off`` measured in the same rounds (median over rounds).
+Every server gets ``--grpc_max_threads`` large enough for every call in flight to reach the
+batcher (TF Serving's advice: about twice ``max_batch_size`` client threads). At the end each
+server's log gives what its queues did (mean batch size, batch run time, queuing). A benchmark,
+not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -74,14 +78,29 @@ def request_bytes(model: str) -> bytes:
     return request.SerializeToString()
 
 
-def config_flags(config: str, work: Path) -> list[str]:
-    """model_server flags of one configuration."""
+def server_cpus(spec: str) -> set[int] | None:
+    """The CPUs the servers run on: ``auto`` is the last one on machines of 4 CPUs or fewer (the
+    clients get the others, so that they do not take the servers' time), else all."""
+    count = os.cpu_count() or 1
+    if spec == "none" or (spec == "auto" and count > 4):
+        return None
+    if spec == "auto":
+        return {count - 1}
+    cpus: set[int] = set()
+    for part in spec.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def config_flags(config: str, work: Path, cores: int) -> list[str]:
+    """model_server flags of one configuration; ``cores``: the CPUs the server runs on."""
     if config == "off":
         return []
     name, _, threads = config.partition("/")  # "t2000/1": one batch thread
     timeout = int(name[1:]) if re.fullmatch(r"t\d+", name) else 0
     params = work / f"batching_{config.replace('/', '_')}.pbtxt"
-    params.write_text(BASE_PARAMS.format(timeout=timeout, threads=threads or os.cpu_count() or 1))
+    params.write_text(BASE_PARAMS.format(timeout=timeout, threads=threads or cores))
     flags = ["--enable_batching", f"--batching_parameters_file={params}"]
     if name == "adaptive":
         flags.append("--adaptive_batch_timeout")
@@ -89,7 +108,7 @@ def config_flags(config: str, work: Path) -> list[str]:
 
 
 class Server:
-    def __init__(self, config: str, work: Path, models: list[str], threads: int):
+    def __init__(self, config: str, work: Path, models: list[str], threads: int, cpus: set[int] | None):
         self.config, self.port = config, free_port()
         model_config = work / "models.config"
         if not model_config.exists():
@@ -103,12 +122,18 @@ class Server:
         script = Path(sys.executable).with_name("model_server")
         command = [str(script)] if script.exists() else [sys.executable, "-m", "serving"]
         args = [f"--port={self.port}", "--grpc_bind_address=127.0.0.1", f"--model_config_file={model_config}"]
-        args += [f"--grpc_max_threads={threads}", *config_flags(config, work)]
+        cores = len(cpus or os.sched_getaffinity(0))
+        args += [f"--grpc_max_threads={threads}", *config_flags(config, work, cores)]
         self.log = work / f"server_{config.replace('/', '_')}.log"
         env = dict(os.environ, PYTHONPATH=str(REPO))
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [*command, *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env
+                [*command, *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                env=env,
+                preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
             )
 
     def wait_ready(self, models: list[str]) -> None:
@@ -169,6 +194,14 @@ def _client(args):
     return asyncio.run(_closed_loop(*args))
 
 
+def _avoid(cpus: set[int] | None) -> None:
+    """Pool initializer: clients stay off the servers' CPUs."""
+    if cpus:
+        rest = set(range(os.cpu_count() or 1)) - cpus
+        if rest:
+            os.sched_setaffinity(0, rest)
+
+
 def measure(pool, procs: int, port: int, model: str, concurrency: int, warmup: float, duration: float):
     procs = max(1, min(procs, concurrency))
     shares = [concurrency // procs + (i < concurrency % procs) for i in range(procs)]
@@ -185,13 +218,14 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(args, servers: list[Server], models: list[str], levels: list[int]) -> None:
+def run(args, servers: list[Server], models: list[str], levels: list[int], cpus: set[int] | None) -> None:
     duration = args.duration / args.rounds
     configs = [s.config for s in servers]
     print(
         f"Predict of one row, {args.duration:.0f}s per point and configuration in {args.rounds} alternating "
-        f"rounds, {os.cpu_count()} CPUs, --grpc_max_threads={args.grpc_threads}, {args.client_procs} client "
-        "process(es); QPS ratio: to 'off' in the same rounds"
+        f"rounds, {os.cpu_count()} CPUs, servers on CPUs {sorted(cpus) if cpus else 'all'}, "
+        f"--grpc_max_threads={args.grpc_threads}, {args.client_procs} client process(es); "
+        "QPS ratio: to 'off' in the same rounds"
     )
     header = (
         f"{'model':5} {'conc':>4} {'config':>8} | {'QPS':>7} {'p50 ms':>7} {'p99 ms':>7} {'CPU us':>7} | "
@@ -200,7 +234,7 @@ def run(args, servers: list[Server], models: list[str], levels: list[int]) -> No
     print(header)
     print("-" * len(header))
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(args.client_procs) as pool:
+    with ctx.Pool(args.client_procs, initializer=_avoid, initargs=(cpus,)) as pool:
         for model in models:
             for concurrency in levels:
                 qps: dict[str, list[float]] = {c: [] for c in configs}
@@ -237,29 +271,41 @@ def run(args, servers: list[Server], models: list[str], levels: list[int]) -> No
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--duration", type=float, default=4.0, help="seconds per point and configuration")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--duration", type=float, default=6.0, help="seconds per point and configuration")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warmup", type=float, default=0.3)
     parser.add_argument("--concurrency", default="1,8,32,64")
     parser.add_argument("--models", default="mlp,cnn")
-    parser.add_argument("--configs", default="off,on,t1000,t5000,adaptive")
+    parser.add_argument("--configs", default="off,on,t1000,t2000,t5000,adaptive")
     parser.add_argument("--grpc-threads", type=int, default=128)
     parser.add_argument("--client-procs", type=int, default=1)
+    parser.add_argument(
+        "--server-cpus",
+        default="auto",
+        help="CPUs every server is pinned to, e.g. '1' or '8-15' ('auto': the last CPU on machines with 4 "
+        "CPUs or fewer; 'none'); batching's num_batch_threads is their number, as TF Serving advises",
+    )
     args = parser.parse_args(argv)
     models = args.models.split(",")
     levels = [int(c) for c in args.concurrency.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        servers = [Server(config, work, models, args.grpc_threads) for config in args.configs.split(",")]
+        cpus = server_cpus(args.server_cpus)
+        servers = [
+            Server(config, work, models, args.grpc_threads, cpus) for config in args.configs.split(",")
+        ]
         try:
             for server in servers:
                 server.wait_ready(models)
-            run(args, servers, models, levels)
+            run(args, servers, models, levels, cpus)
         finally:
             logs = {server.config: server.stop() for server in servers}
+        print("\nWhat each server's batching queues did over the whole run (from its log):")
         for config, log in logs.items():
-            for line in re.findall(r"Batching of \{name: (\w+) .*?: (.*)", log):
-                print(f"{config:>8} {line[0]}: {line[1]}")
+            for model, summary in re.findall(
+                r"Batching of \{name: (\w+) version: \d+\} \{[^}]*\}: (.*)", log
+            ):
+                print(f"{config:>8} {model:5} {summary}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 - ``parameters``: ``BatchingParameters`` read from their files, TF's defaults and checks;
 - ``batch_forming``: pure functions that merge tasks into a batch, pad and split it;
-- ``scheduler``: the shared scheduler, its queues and tasks (the threads live here);
+- ``tasks``: a Run() call waiting in a queue, and the pieces a large one is cut into;
+- ``scheduler``: the shared scheduler and its queues (the threads live here);
 - ``adaptive``: our adaptive batch timeout (``--adaptive_batch_timeout``);
 - ``stats``: per-queue totals, the hooks monitoring builds on;
 - ``session``: ``BatchingSession``, a Session whose calls are batched;

@@ -5,7 +5,10 @@ into batches: the newest batch is open and takes tasks until it is full
 (``max_execution_batch_size`` rows), then closes and a new one opens. A batch thread takes a
 closed batch, or the open one once its timeout has passed since its first task (at once with a
 timeout of 0), visiting the queues round-robin, and runs the queue's ``process_batch`` on it
-outside any lock. A batch holds one queue's tasks only.
+outside any lock. A batch holds one queue's tasks only. At most ``num_batch_threads`` batches run
+at once; a task that alone makes a batch ready at once, while one of those slots is free, runs on
+its caller's thread (where TF would hand it to an idle batch thread) and saves two thread
+switches.
 
 Guarantees:
 
@@ -29,7 +32,6 @@ something to do, so an idle server spends no CPU.
 from __future__ import annotations
 
 import collections
-import copy
 import logging
 import threading
 import time
@@ -40,92 +42,11 @@ from serving.batching import batch_forming
 from serving.batching.adaptive import AdaptiveTimeout
 from serving.batching.parameters import QueueOptions, SchedulerOptions
 from serving.batching.stats import QueueStats
+from serving.batching.tasks import BatchTask, SplitTask
 
 logger = logging.getLogger(__name__)
 
-_allocate_lock = threading.Lock
-ProcessBatch = Callable[[list["BatchTask"]], None]
-
-
-class BatchTask:
-    """One Run() call waiting in a queue: its inputs (in the queue's input order), its size
-    (rows, dimension 0) and deadline (``time.monotonic()`` seconds; None: none). Answered once
-    by ``finish`` or ``fail``; the caller blocks in ``wait`` on a lock of its own."""
-
-    __slots__ = ("inputs", "size", "enqueued", "deadline", "outputs", "error", "answered", "_done")
-
-    def __init__(self, inputs: Sequence, size: int, enqueued: float, deadline: float | None) -> None:
-        self.inputs, self.size, self.enqueued, self.deadline = inputs, size, enqueued, deadline
-        self.outputs: list | None = None
-        self.error: BaseException | None = None
-        self.answered = False
-        self._done = _allocate_lock()
-        self._done.acquire()
-
-    def finish(self, outputs: list) -> None:
-        self.outputs, self.answered = outputs, True
-        self._done.release()
-
-    def fail(self, error: BaseException) -> None:
-        self.error, self.answered = error, True
-        self._done.release()
-
-    def wait(self) -> list:
-        """The task's outputs, once answered; its error raised otherwise (a copy per task: one
-        exception raised in many threads would pile their tracebacks onto each other)."""
-        self._done.acquire()
-        if self.error is not None:
-            raise _fresh(self.error)
-        return self.outputs
-
-
-class _Piece(BatchTask):
-    """A piece of a split task: answers its ``SplitTask`` instead of a caller."""
-
-    __slots__ = ("_parent", "_index")
-
-    def __init__(self, inputs, size, parent: SplitTask, index: int) -> None:
-        super().__init__(inputs, size, parent.enqueued, parent.deadline)
-        self._parent, self._index = parent, index
-
-    def finish(self, outputs: list) -> None:
-        self.answered = True
-        self._parent.piece_done(self._index, outputs, None)
-
-    def fail(self, error: BaseException) -> None:
-        self.answered = True
-        self._parent.piece_done(self._index, None, error)
-
-
-class SplitTask(BatchTask):
-    """A task cut into pieces (``enable_large_batch_splitting``): answered when its last piece
-    is, with the pieces' outputs concatenated, or the first error a piece met."""
-
-    __slots__ = ("pieces", "_results", "_left", "_lock")
-
-    def __init__(self, task: BatchTask, sizes: Sequence[int]) -> None:
-        super().__init__(task.inputs, task.size, task.enqueued, task.deadline)
-        self._results: list = [None] * len(sizes)
-        self._left = len(sizes)
-        self._lock = _allocate_lock()
-        inputs = batch_forming.slice_inputs(task.inputs, sizes)
-        self.pieces = [_Piece(inputs[i], size, self, i) for i, size in enumerate(sizes)]
-
-    def piece_done(self, index: int, outputs: list | None, error: BaseException | None) -> None:
-        with self._lock:
-            self._results[index] = outputs
-            if error is not None and self.error is None:
-                self.error = error
-            self._left -= 1
-            last = self._left == 0
-        if last:
-            if self.error is None:
-                try:
-                    self.outputs = batch_forming.concat_outputs(self._results)
-                except Exception as e:  # noqa: BLE001 - the caller gets it, as any batch error
-                    self.error = e
-            self.answered = True
-            self._done.release()
+ProcessBatch = Callable[[list[BatchTask]], None]
 
 
 class BatchQueue:
@@ -312,7 +233,7 @@ class BatchQueue:
         return tasks
 
     def _run(self, batch: list[BatchTask]) -> None:
-        """Runs ``process_batch`` on a batch thread; a task it left unanswered (a bug) fails."""
+        """Runs ``process_batch`` (outside the lock); a task it left unanswered (a bug) fails."""
         start = time.monotonic()
         try:
             self._process_batch(batch)
@@ -326,7 +247,8 @@ class BatchQueue:
 
 
 class SharedBatchScheduler:
-    """``num_batch_threads`` threads shared by every queue, round-robin. Thread-safe."""
+    """``num_batch_threads`` threads shared by every queue, round-robin; as many batches at most
+    run at once (on those threads, or on the caller's thread of a batch ready alone). Thread-safe."""
 
     def __init__(
         self,
@@ -460,10 +382,3 @@ def _log_summary(queue: BatchQueue) -> None:
     """What a queue did, when it did anything: whether batching pays shows here."""
     if queue.stats.tasks or queue.stats.rejected:
         logger.info("Batching of %s: %s", queue.stats.name, queue.stats.summary())
-
-
-def _fresh(error: BaseException) -> BaseException:
-    try:
-        return copy.copy(error)
-    except Exception:  # noqa: BLE001 - an exception that cannot be copied is raised as it is
-        return error

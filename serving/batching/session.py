@@ -29,7 +29,8 @@ from runtime import errors
 from serving import signatures
 from serving.batching import batch_forming
 from serving.batching.parameters import QueueOptions
-from serving.batching.scheduler import BatchQueue, BatchTask, SharedBatchScheduler
+from serving.batching.scheduler import BatchQueue, SharedBatchScheduler
+from serving.batching.tasks import BatchTask
 
 logger = logging.getLogger(__name__)
 
@@ -66,22 +67,31 @@ class _SignatureBatcher:
         return self.queue.schedule(BatchTask(values, size, now, deadline)).wait()
 
     def process_batch(self, tasks: list[BatchTask]) -> None:
-        """``ProcessBatch``, on a batch thread: answers every task of the batch."""
+        """``ProcessBatch``, on a batch thread: answers every task of the batch (once its stats
+        are recorded, so that a caller who got its answer sees them)."""
         now = time.monotonic()
-        live, latest = _drop_expired(tasks, now)
+        live, expired, latest = _expired(tasks, now)
         sizes = [task.size for task in live]
-        padding = 0
-        try:
-            if live:
-                timeout_ms = 0 if latest is None else max(1, math.ceil((latest - now) * 1000))
-                padding = self._run_batch(live, sizes, timeout_ms)
-        finally:
-            queuing = [now - task.enqueued for task in tasks]
-            ran = time.monotonic() - now
-            self.queue.stats.batch_processed(sizes, padding, queuing, len(tasks) - len(live), ran)
+        padding, outcome = 0, []
+        if live:
+            timeout_ms = 0 if latest is None else max(1, math.ceil((latest - now) * 1000))
+            padding, outcome = self._run_batch(live, sizes, timeout_ms)
+        queuing = [now - task.enqueued for task in tasks]
+        self.queue.stats.batch_processed(sizes, padding, queuing, len(expired), time.monotonic() - now)
+        for task in expired:
+            task.fail(errors.ResourceExhaustedError(None, None, QUEUE_TIMEOUT_TEXT))
+        if isinstance(outcome, Exception):
+            for task in live:
+                task.fail(outcome)
+        else:
+            for task, task_outputs in zip(live, outcome):
+                task.finish(task_outputs)
 
-    def _run_batch(self, tasks: list[BatchTask], sizes: list[int], timeout_ms: int) -> int:
-        """Merges, runs and splits one batch; answers its tasks; returns the padding rows."""
+    def _run_batch(
+        self, tasks: list[BatchTask], sizes: list[int], timeout_ms: int
+    ) -> tuple[int, list | Exception]:
+        """Merges, runs and splits one batch: the padding rows and each task's outputs, or the
+        error that fails every task of the batch."""
         options = self._options
         try:
             merged, padding = batch_forming.merge_inputs(
@@ -91,31 +101,26 @@ class _SignatureBatcher:
                 options.pad_variable_length_inputs,
             )
             outputs = self._run(*merged, timeout_ms=timeout_ms)
-            per_task = batch_forming.split_outputs(outputs, sizes, padding)
+            return padding, batch_forming.split_outputs(outputs, sizes, padding)
         except Exception as e:  # noqa: BLE001 - every task of a failing batch gets its error
-            for task in tasks:
-                task.fail(e)
-            return 0
-        for task, task_outputs in zip(tasks, per_task):
-            task.finish(task_outputs)
-        return padding
+            return 0, e
 
 
-def _drop_expired(tasks: list[BatchTask], now: float) -> tuple[list[BatchTask], float | None]:
-    """The tasks whose deadline has not passed (the others answered RESOURCE_EXHAUSTED), and
-    the latest of their deadlines (None where one has none)."""
-    live = []
+def _expired(tasks: list[BatchTask], now: float) -> tuple[list[BatchTask], list[BatchTask], float | None]:
+    """The tasks whose deadline has not passed, those whose deadline has, and the latest
+    deadline among the first (None where one has none)."""
+    live, expired = [], []
     latest: float | None = 0.0
     for task in tasks:
         if task.deadline is None:
             latest = None
         elif task.deadline <= now:
-            task.fail(errors.ResourceExhaustedError(None, None, QUEUE_TIMEOUT_TEXT))
+            expired.append(task)
             continue
         elif latest is not None and task.deadline > latest:
             latest = task.deadline
         live.append(task)
-    return live, latest
+    return live, expired, latest
 
 
 class BatchingSession:

@@ -10,7 +10,8 @@ import pytest
 
 from runtime import errors
 from serving.batching.parameters import QueueOptions, SchedulerOptions
-from serving.batching.scheduler import BatchTask, SharedBatchScheduler
+from serving.batching.scheduler import SharedBatchScheduler
+from serving.batching.tasks import BatchTask
 
 
 class Recorder:
@@ -250,7 +251,10 @@ def test_queues_share_the_threads_round_robin(scheduler):
 
     s = scheduler(threads=1)
     options = QueueOptions(  # a timeout: no task runs on its caller's thread here
-        input_batch_size_limit=1, max_execution_batch_size=1, max_enqueued_batches=100, batch_timeout_micros=10**6
+        input_batch_size_limit=1,
+        max_execution_batch_size=1,
+        max_enqueued_batches=100,
+        batch_timeout_micros=10**6,
     )
     a, b = s.add_queue(options, process("a"), "a"), s.add_queue(options, process("b"), "b")
     tasks = [a.schedule(task(i)) for i in range(4)] + [b.schedule(task(i)) for i in range(4)]

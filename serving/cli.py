@@ -98,7 +98,12 @@ FLAGS: tuple[Flag, ...] = (
         "Comma separated gRPC server arguments, e.g. grpc.max_connection_age_ms=2000",
     ),
     Flag("grpc_max_threads", INT32, "Max grpc server threads to handle grpc messages."),
-    Flag("enable_model_warmup", BOOL, "Replay assets.extra/tf_serving_warmup_requests (not active yet)."),
+    Flag(
+        "enable_model_warmup",
+        BOOL,
+        "Enables model warmup, which triggers lazy initializations (such as TF optimizations) at load "
+        "time, to reduce first request latency.",
+    ),
     Flag("num_request_iterations_for_warmup", INT32, "Number of times a warmup request is replayed."),
     Flag("version", BOOL, "Display version"),
     Flag("monitoring_config_file", STRING, "An ascii MonitoringConfig file (not active yet)."),
@@ -130,6 +135,24 @@ FLAGS: tuple[Flag, ...] = (
         "Extension: run op clusters that map to ONNX in onnxruntime, validated against the numpy "
         "kernels on first run (default true; false runs every op on the numpy kernels).",
     ),
+    Flag(
+        "remote_model_cache_dir",
+        STRING,
+        "Extension: where versions of models on object storage (s3://, gs://) are read to before "
+        "loading; kept across restarts (default: a temporary directory removed at exit).",
+    ),
+    Flag(
+        "file_system_settle_seconds",
+        FLOAT,
+        "Extension: a new version directory is only loaded once nothing in it has changed for this "
+        "many seconds (default 0: at once; a half-copied version fails to load and is retried).",
+    ),
+    Flag(
+        "lame_duck_seconds",
+        FLOAT,
+        "Extension: on SIGTERM, health reports NOT_SERVING and requests are still answered for this "
+        "many seconds before the server stops accepting them (default 5; SIGINT: none).",
+    ),
 )
 
 _INT_RE = re.compile(r"\s*[+-]?\d+")
@@ -146,7 +169,6 @@ _NOT_ACTIVE = (
     "prefer_tflite_model",
     "use_tflite_model",
     "use_alts_credentials",
-    "num_request_iterations_for_warmup",
 )
 
 
@@ -267,8 +289,6 @@ def _log_inactive_flags(options: ServerOptions) -> None:
         if value != getattr(defaults, name):
             shown = str(value).lower() if isinstance(value, bool) else value
             logger.warning("--%s=%s accepted; this capability is not active yet.", name, shown)
-    if options.enable_model_warmup:
-        logger.info("--enable_model_warmup: model warmup is not active yet; models load without warmup.")
 
 
 def configure_logging() -> None:
@@ -306,7 +326,25 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         logger.warning("Ignoring unknown arguments: %s", " ".join(unknown))
     _log_inactive_flags(options)
+    options = options.replace(remote_storage_options=storage_options(os.environ))
 
     from serving.server import run_server  # grpc is imported only when a server runs
 
     return run_server(options)
+
+
+def storage_options(environ) -> dict:
+    """fsspec options, per URL scheme, from TensorFlow's S3 variables: ``S3_ENDPOINT`` (host[:port]
+    or a URL), ``S3_USE_HTTPS``, ``S3_VERIFY_SSL`` (TF's default for both: 1). botocore reads
+    ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION`` and ``AWS_ENDPOINT_URL``
+    itself, and the latter wins over ``S3_ENDPOINT``."""
+    endpoint = environ.get("S3_ENDPOINT", "")
+    if not endpoint or environ.get("AWS_ENDPOINT_URL"):
+        return {}
+    if "://" not in endpoint:
+        scheme = "http" if environ.get("S3_USE_HTTPS", "1") == "0" else "https"
+        endpoint = f"{scheme}://{endpoint}"
+    options: dict = {"endpoint_url": endpoint}
+    if environ.get("S3_VERIFY_SSL", "1") == "0":
+        options["client_kwargs"] = {"verify": False}
+    return {"s3": options, "s3a": options}

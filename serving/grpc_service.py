@@ -18,7 +18,7 @@ from apis.tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
     regression_pb2,
 )
-from serving import errors
+from serving import errors, grpc_handlers
 from serving.classify import classify
 from serving.metadata import get_model_metadata
 from serving.multi_inference import multi_inference
@@ -55,9 +55,10 @@ class PredictionServiceServicer(prediction_service_pb2_grpc.PredictionServiceSer
         return get_model_metadata(self._core, request, context.time_remaining())
 
 
-def add_to_server(core, server) -> PredictionServiceServicer:
+def add_to_server(core, server, drain=None) -> PredictionServiceServicer:
     """Register a PredictionServiceServicer for ``core`` on a grpc server: the generated
-    registration, except that Predict's response is already serialized (``predict_wire``)."""
+    registration, except that requests are parsed in the handler (``grpc_handlers``) and
+    Predict's response is already serialized (``predict_wire``)."""
     servicer = PredictionServiceServicer(core)
     handlers = {
         "Classify": _handler(
@@ -78,8 +79,7 @@ def add_to_server(core, server) -> PredictionServiceServicer:
             get_model_metadata_pb2.GetModelMetadataResponse,
         ),
     }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-    server.add_registered_method_handlers(SERVICE, handlers)
+    grpc_handlers.add_handlers(server, SERVICE, handlers, drain)
     return servicer
 
 

@@ -82,6 +82,12 @@ class ServerOptions:
     xla_gpu_compilation_enabled: bool = False
     skip_initialize_tpu: bool = False
     onnx_delegation: bool = True  # extension: onnxruntime delegation (runtime/onnx); false turns it off
+    remote_model_cache_dir: str = ""  # extension: where s3:// / gs:// versions are read to; "": a temp dir
+    # Set by the CLI from TF's S3 variables (S3_ENDPOINT, S3_USE_HTTPS, S3_VERIFY_SSL), per URL
+    # scheme: fsspec storage options. Never logged (they may hold endpoints of private stores).
+    remote_storage_options: dict = field(default_factory=dict, repr=False)
+    file_system_settle_seconds: float = 0.0  # extension: serving/source.py; 0 takes a version at once
+    lame_duck_seconds: float = 5.0  # extension: serving/drain.py; Kubernetes' endpoint removal takes seconds
     version: bool = False
 
     def replace(self, **changes) -> ServerOptions:

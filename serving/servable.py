@@ -134,3 +134,18 @@ def saved_model_load_fn(options, batching=None) -> Callable[[str, ServableId], A
         return bundle
 
     return load
+
+
+def warmup_fn(options) -> Callable[[Servable], None] | None:
+    """What warms a loaded version up before it serves: its warmup file replayed
+    (``serving.warmup``) with ``--enable_model_warmup``; None without."""
+    if not options.enable_model_warmup:
+        return None
+    iterations = options.num_request_iterations_for_warmup
+
+    def warm_up(servable: Servable) -> None:
+        from serving.warmup import run_warmup  # the request path, imported when a model loads
+
+        run_warmup(servable, servable.bundle.export_dir, iterations)
+
+    return warm_up

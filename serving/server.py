@@ -3,8 +3,9 @@
 Order of events, as in TF Serving's ``Server::BuildAndStart``: check the options, read the
 model config, load the initial models (blocking), then open ``--port`` (and
 ``--grpc_socket_path``) with PredictionService, ModelService, health and reflection. So a
-client that can connect can be served. On SIGTERM or SIGINT: health turns NOT_SERVING, the
-server stops accepting RPCs, in-flight RPCs finish (up to a grace period), exit status 0.
+client that can connect can be served. On SIGTERM or SIGINT the server drains
+(``serving/drain.py``: health NOT_SERVING, the lame duck on SIGTERM, refusal with UNAVAILABLE),
+then stops; every call received is answered (up to a grace period); exit status 0.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from grpc_reflection.v1alpha import reflection
 from apis.tensorflow_serving.apis import model_service_pb2_grpc
 from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
-from serving import model_config
+from serving import grpc_handlers, grpc_service, model_config
+from serving.drain import Drain
 from serving.health import ModelHealth
 from serving.manager import status_string
 from serving.model_service import ModelServiceServicer
@@ -123,23 +125,26 @@ def grpc_pool(options: ServerOptions) -> WorkerPool:
 
 
 def build_server(
-    options: ServerOptions, core: ServerCore, pool: WorkerPool | None = None
+    options: ServerOptions, core: ServerCore, pool: WorkerPool | None = None, drain: Drain | None = None
 ) -> tuple[grpc.Server, ModelHealth]:
     """A started-ready (not yet started) grpc.Server with every service registered, its calls
-    run by ``pool`` (by default a ``grpc_pool`` of its own)."""
+    run by ``pool`` (by default a ``grpc_pool`` of its own); PredictionService and ModelService
+    refuse calls while ``drain`` refuses (health and reflection keep answering)."""
     server = grpc.server(pool or grpc_pool(options), options=server_options(options))
-    services = [MODEL_SERVICE, HEALTH_SERVICE]
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServiceServicer(core), server)
-    try:
-        from serving import grpc_service
-    except ImportError as e:  # the request path is built alongside; keep the server usable
-        logger.warning("PredictionService is not available: %s", e)
-    else:
-        grpc_service.add_to_server(core, server)
-        services.insert(0, PREDICTION_SERVICE)
+    # Every service through grpc_handlers: requests parsed in our handlers, never by grpc.
+    grpc_service.add_to_server(core, server, drain)
+    model_service = ModelServiceServicer(core)
+    grpc_handlers.add_service(
+        server,
+        lambda target: model_service_pb2_grpc.add_ModelServiceServicer_to_server(model_service, target),
+        drain,
+    )
     model_health = ModelHealth(core)
-    health_pb2_grpc.add_HealthServicer_to_server(model_health.servicer, server)
-    reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server)
+    grpc_handlers.add_service(
+        server, lambda target: health_pb2_grpc.add_HealthServicer_to_server(model_health.servicer, target)
+    )
+    services = (PREDICTION_SERVICE, MODEL_SERVICE, HEALTH_SERVICE, reflection.SERVICE_NAME)
+    grpc_handlers.add_service(server, lambda target: reflection.enable_server_reflection(services, target))
     creds = credentials(options)
     addresses = []
     if options.port != 0:
@@ -205,6 +210,7 @@ def run_server(options: ServerOptions) -> int:
             logger.info("Received signal %d; exiting now", signum)
             raise SystemExit(0)
         logger.info("Received signal %d; shutting down", signum)
+        state["signal"] = signum
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -222,7 +228,8 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
         core = ServerCore(options)
         core.reload_config(config)
         pool = grpc_pool(options)
-        server, model_health = build_server(options, core, pool)
+        drain = Drain()
+        server, model_health = build_server(options, core, pool, drain)
     except errors.OpError as e:
         return _fail(e)
     poller = None
@@ -240,7 +247,9 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
         logger.info("Running gRPC ModelServer at UNIX socket %s ...", options.grpc_socket_path)
     while not stop.wait(1.0):
         pass
-    model_health.shutdown()
+    # SIGTERM (Kubernetes, docker stop) gets the lame duck; SIGINT (a terminal) stops at once.
+    lame_duck = options.lame_duck_seconds if state.get("signal") == signal.SIGTERM else 0.0
+    drain.run(model_health.shutdown, lame_duck)
     if poller is not None:
         poller.stop()
     stopping = time.monotonic()

@@ -21,7 +21,7 @@ from serving.manager import (
     status_string,
 )
 from serving.options import schedulable_cpus
-from serving.servable import ManagerState, Servable, ServableId, saved_model_load_fn
+from serving.servable import ManagerState, Servable, ServableId, saved_model_load_fn, warmup_fn
 from serving.source import FileSystemStoragePathSource, ServableToMonitor, VersionPolicy
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ class ServerCore:
         self.batching: Batching | None = create_batching(options) if load_fn is None else None
         self._manager = AspiredVersionsManager(
             load_fn or saved_model_load_fn(options, self.batching),
+            warmup_fn=warmup_fn(options) if load_fn is None else None,
             num_load_threads=options.num_load_threads,
             max_num_load_retries=options.max_num_load_retries,
             load_retry_interval_seconds=max(options.load_retry_interval_micros, 0) / 1e6,
@@ -99,6 +100,9 @@ class ServerCore:
     def model_status(self, name: str, version: int | None = None) -> list[VersionState]:
         """GetModelStatus's view: states of one or all versions, highest first."""
         states = self._manager.version_states(name)
+        source_error = self._manager.source_error(name)
+        if not states and source_error is not None:  # a fresh copy: a shared one piles up tracebacks
+            raise errors.error_for_code(source_error.code, source_error.message)
         if version is not None:
             if version not in states:
                 raise errors.NotFoundError(None, None, f"Could not find version {version} of model {name}")
@@ -173,7 +177,13 @@ class ServerCore:
         if first_models:
             self._manager.set_num_load_threads(4 * schedulable_cpus())  # TF: fast initial load
             self._source = FileSystemStoragePathSource(
-                servables, self.options.file_system_poll_wait_seconds, self._manager.set_aspired_versions
+                servables,
+                self.options.file_system_poll_wait_seconds,
+                self._manager.set_aspired_versions,
+                self.options.file_system_settle_seconds,
+                cache_dir=self.options.remote_model_cache_dir,
+                storage_options=self.options.remote_storage_options,
+                error_callback=self._manager.set_source_error,
             )
             self._source.start()
             try:
@@ -188,6 +198,10 @@ class ServerCore:
     def _await(self, names: set[str], since: int, noun: str) -> None:
         reached = self._manager.wait_for_models(names, since)
         failed = {n: s for n, s in reached.items() if s.state is not ManagerState.AVAILABLE}
+        for name in [n for n, s in failed.items() if s.version == 0 and self._manager.source_error(n)]:
+            # An unreadable base path (object storage) holds up neither the other models nor the
+            # server: the model reports the error (GetModelStatus, log) and is polled on.
+            logger.error("Model %s is not available: %s", name, status_string(failed.pop(name).error))
         if failed:
             parts = "".join(
                 f"{{{ServableId(n, s.version)}"

@@ -312,3 +312,29 @@ def test_batching_parameters_tf_serving_refuses_fail_the_start_with_its_texts(tm
     assert (
         "server_options.batching_parameters_file is set without setting server_options.enable_batching to true."
     ) in out
+
+
+def test_warmup_requests_go_through_the_batching_session(model_server, model_dir, tmp_path):
+    from tests.e2e.test_warmup import predict_log, write_warmup
+
+    base = Path(model_dir("keras_mlp"))
+    write_warmup(
+        base / "1", [predict_log(), predict_log(features=((1, 2, 3, 4), (4, 3, 2, 1))), predict_log()]
+    )
+    batching = tmp_path / "batching.txt"
+    batching.write_text("max_batch_size { value: 2 }\n")
+    server = model_server(
+        f"--model_base_path={base}",
+        "--model_name=keras_mlp",
+        "--num_request_iterations_for_warmup=2",
+        "--enable_batching",
+        f"--batching_parameters_file={batching}",
+    )
+    assert server.output().index("Wrapping session to perform batch processing") < server.output().index(
+        "Starting to read warmup data for model at"
+    )
+    assert server.stop() == 0
+    # 3 records, twice: 6 tasks ran through the queue of serving_default's tensors, and nothing else
+    assert re.search(
+        r"Batching of \{name: keras_mlp version: 1\} \{[^}]*\}: 6 tasks in \d+ batches", server.output()
+    )

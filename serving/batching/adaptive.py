@@ -17,10 +17,10 @@ observes, by hill climbing:
 
 Under a closed loop of clients (each waits for its answer before asking again) the arrival rate
 is the throughput, so the climb finds the timeout that serves them fastest; where clients send at
-a rate of their own, no timeout changes it and the climb settles on the shortest. Where fewer
-than one row arrives while a batch runs (a lone client) the queue does not wait at all.
-``choose`` and ``Climb`` are pure; ``AdaptiveTimeout`` feeds them the queue's arrivals and batch
-run times (called under the scheduler's lock, or, for ``ran``, assigning one float).
+a rate of their own, no timeout changes it and the climb settles on the shortest. Where tasks
+mostly find their queue idle (a lone client, light traffic) the queue does not wait at all.
+``choose`` and ``Climb`` are pure; ``AdaptiveTimeout`` feeds them the queue's arrivals (called
+under the scheduler's lock).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ WINDOW_SECONDS = 0.25
 WINDOW_ROWS = 20
 IDLE_SECONDS = 1.0
 MARGIN = 0.05
-HOLD = 4  # windows at the best timeout after a probe that lost
-MAX_HOLD = 32
+HOLD = 2  # windows at the best timeout after a probe that lost
+MAX_HOLD = 8
 MEMORY = 2 * MAX_HOLD  # windows after which a rate measured at a timeout is forgotten
 
 
@@ -92,13 +92,14 @@ class Climb:
 
 
 class AdaptiveTimeout:
-    """One queue's timeout: the climb's, while arrivals come faster than batches run.
+    """One queue's timeout: the climb's, while tasks arrive to a busy queue.
 
-    Where fewer than one more row arrives while a batch runs (``rate * run_seconds < 1``: a
-    lone client, light traffic) waiting gains nothing, and the timeout is 0 (the climb pauses).
-    A window with a pause of ``IDLE_SECONDS`` between two tasks is dropped, unmeasured."""
+    Waiting gains nothing for a lone client (its next task comes only once this one is
+    answered) nor for light traffic: while fewer than half the tasks arrive to find others of
+    their queue queued or running (``BUSY_SHARE``, a moving average), the timeout is 0 and the
+    climb pauses. A window with a pause of ``IDLE_SECONDS`` between two tasks is dropped."""
 
-    __slots__ = ("_timeouts", "_climb", "_window_start", "_window_rows", "_last", "_gap", "_run")
+    __slots__ = ("_timeouts", "_climb", "_window_start", "_window_rows", "_last", "_busy")
 
     def __init__(self, cap_seconds: float) -> None:
         self._timeouts = timeouts_up_to(cap_seconds)
@@ -106,28 +107,23 @@ class AdaptiveTimeout:
         self._window_start: float | None = None
         self._window_rows = 0
         self._last: float | None = None  # the last arrival
-        self._gap = 0.0  # seconds between rows, a moving average (0: unknown)
-        self._run = 0.0  # seconds a batch runs, a moving average (0: unknown)
+        self._busy = 0.0  # share of arrivals that found the queue busy, a moving average
 
     @property
     def timeout(self) -> float:
         """Seconds the open batch waits for more tasks, now."""
-        if not self._waiting_pays():
+        if self._busy < BUSY_SHARE:
             return 0.0
         return self._timeouts[self._climb.index]
 
-    def _waiting_pays(self) -> bool:
-        return self._gap > 0 and self._run > self._gap
-
-    def arrival(self, now: float, size: int) -> None:
-        """A task of ``size`` rows arrived at ``now`` (``time.monotonic()``)."""
+    def arrival(self, now: float, size: int, busy: bool) -> None:
+        """A task of ``size`` rows arrived at ``now`` (``time.monotonic()``); ``busy``: its
+        queue held or ran other tasks then."""
+        self._busy += _WEIGHT * (busy - self._busy)
         last, self._last = self._last, now
-        if last is not None:
-            gap = (now - last) / max(1, size)
-            self._gap = gap if self._gap == 0 else self._gap + _WEIGHT * (gap - self._gap)
         start = self._window_start
         idle = last is None or now - last >= IDLE_SECONDS
-        if start is None or idle or not self._waiting_pays():
+        if start is None or idle or self._busy < BUSY_SHARE:
             self._window_start, self._window_rows = now, 0  # a new window; an idle one is dropped
             return
         self._window_rows += size
@@ -135,9 +131,6 @@ class AdaptiveTimeout:
             self._climb.window_done(self._window_rows / (now - start))
             self._window_start, self._window_rows = now, 0
 
-    def ran(self, seconds: float) -> None:
-        """A batch of this queue took ``seconds`` to run."""
-        self._run = seconds if self._run == 0 else self._run + _WEIGHT * (seconds - self._run)
 
-
-_WEIGHT = 1 / 16  # of a new sample in the moving averages
+BUSY_SHARE = 0.5
+_WEIGHT = 1 / 16  # of a new sample in the moving average

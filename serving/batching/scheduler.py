@@ -96,7 +96,8 @@ class BatchQueue:
                 self.stats.task_rejected(e.code)
                 raise
             if self._adaptive is not None:
-                self._adaptive.arrival(task.enqueued, task.size)
+                busy = bool(self._open or self._closed_batches or self._in_flight)
+                self._adaptive.arrival(task.enqueued, task.size, busy)
             self.stats.task_scheduled(task.size)
             inline = self._runs_at_once(task)
             if inline:
@@ -234,7 +235,6 @@ class BatchQueue:
 
     def _run(self, batch: list[BatchTask]) -> None:
         """Runs ``process_batch`` (outside the lock); a task it left unanswered (a bug) fails."""
-        start = time.monotonic()
         try:
             self._process_batch(batch)
         except BaseException as e:  # noqa: BLE001 - the batch's callers must hear of it
@@ -242,8 +242,6 @@ class BatchQueue:
             for task in batch:
                 if not task.answered:
                     task.fail(errors.InternalError(None, None, f"Batch processing failed: {e}"))
-        if self._adaptive is not None:
-            self._adaptive.ran(time.monotonic() - start)
 
 
 class SharedBatchScheduler:

@@ -19,7 +19,8 @@ configuration, all started at once, each serving both:
 As in ``predict_qps.py``, on machines of 4 CPUs or fewer the servers share the last CPU and the
 clients get the others (``--server-cpus``). Closed-loop grpc.aio clients keep ``concurrency``
 Predict calls of one row in flight; each point runs ``--rounds`` rounds alternating over the
-configurations (so drift in the machine's load hits all alike). The table gives median QPS over
+configurations (so drift in the machine's load hits all alike), each round measured after a
+``--warmup`` of the same load (where the adaptive timeout settles). The table gives median QPS over
 rounds, p50 and p99 over every request, the server's CPU time per request, and each
 configuration's QPS as a ratio of ``off`` measured in the same rounds (median over rounds).
 Every server gets ``--grpc_max_threads`` large enough for every call in flight to reach the
@@ -273,7 +274,13 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=6.0, help="seconds per point and configuration")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--warmup", type=float, default=0.3)
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=1.5,
+        help="seconds of each round not measured, for every configuration: an adaptive queue climbs "
+        "to its timeout here (at a new concurrency it starts from the last one's)",
+    )
     parser.add_argument("--concurrency", default="1,8,32,64")
     parser.add_argument("--models", default="mlp,cnn")
     parser.add_argument("--configs", default="off,on,t1000,t2000,t5000,adaptive")

@@ -95,8 +95,8 @@ class AdaptiveTimeout:
     """One queue's timeout: the climb's, while tasks arrive to a busy queue.
 
     Waiting gains nothing for a lone client (its next task comes only once this one is
-    answered) nor for light traffic: while fewer than half the tasks arrive to find others of
-    their queue queued or running (``BUSY_SHARE``, a moving average), the timeout is 0 and the
+    answered) nor for light traffic: while fewer than ``BUSY_SHARE`` of the tasks (a moving
+    average) arrive to find others of their queue queued or running, the timeout is 0 and the
     climb pauses. A window with a pause of ``IDLE_SECONDS`` between two tasks is dropped."""
 
     __slots__ = ("_timeouts", "_climb", "_window_start", "_window_rows", "_last", "_busy")
@@ -132,5 +132,5 @@ class AdaptiveTimeout:
             self._window_start, self._window_rows = now, 0
 
 
-BUSY_SHARE = 0.5
+BUSY_SHARE = 0.25
 _WEIGHT = 1 / 16  # of a new sample in the moving average

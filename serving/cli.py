@@ -55,14 +55,25 @@ FLAGS: tuple[Flag, ...] = (
     ),
     Flag("rest_api_timeout_in_ms", INT32, "Timeout for HTTP/REST API calls."),
     Flag("rest_api_enable_cors_support", BOOL, "Enable CORS headers in response"),
-    Flag("enable_batching", BOOL, "enable batching (not active yet)"),
+    Flag("enable_batching", BOOL, "enable batching"),
     Flag(
         "allow_version_labels_for_unavailable_models",
         BOOL,
         "If true, allows assigning unused version labels to models that are not available yet.",
     ),
-    Flag("batching_parameters_file", STRING, "An ascii BatchingParameters protobuf file (not active yet)."),
-    Flag("enable_per_model_batching_parameters", BOOL, "Per-model batching parameters (not active yet)."),
+    Flag(
+        "batching_parameters_file",
+        STRING,
+        "If non-empty, read an ascii BatchingParameters protobuf from the supplied file name and use "
+        "the contained values instead of the defaults.",
+    ),
+    Flag(
+        "enable_per_model_batching_parameters",
+        BOOL,
+        "Enables model specific batching params like batch sizes, timeouts, batching feature flags to "
+        "be read from `batching_params.pbtxt` file present in SavedModel dir of the model. Only the "
+        "threadpool (name and size) is taken from --batching_parameters_file.",
+    ),
     Flag(
         "model_config_file", STRING, "If non-empty, read an ascii ModelServerConfig protobuf from this file."
     ),
@@ -137,6 +148,12 @@ FLAGS: tuple[Flag, ...] = (
         "Extension: the largest HTTP/REST request body accepted (after gzip); larger ones are answered 413.",
     ),
     Flag(
+        "adaptive_batch_timeout",
+        BOOL,
+        "Extension: with --enable_batching, each batching queue picks its batch timeout from the "
+        "arrival rate and batch run time it measures, up to batch_timeout_micros (10 ms when 0).",
+    ),
+    Flag(
         "onnx_delegation",
         BOOL,
         "Extension: run op clusters that map to ONNX in onnxruntime, validated against the numpy "
@@ -190,9 +207,6 @@ _RANGES = {INT32: (-(2**31), 2**31 - 1), INT64: (-(2**63), 2**63 - 1)}
 
 # Flags whose capability is not built yet: logged when set to anything but the default.
 _NOT_ACTIVE = (
-    "enable_batching",
-    "batching_parameters_file",
-    "enable_per_model_batching_parameters",
     "platform_config_file",
     "tensorflow_session_config_file",
     "thread_pool_factory_config_file",

@@ -40,6 +40,7 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 
 from runtime import errors
@@ -155,13 +156,6 @@ model_load_failures = Counter(
     ["model_name"],
     registry=REGISTRY,
 )
-batching_queue_depth = Gauge(
-    "savedmodel_server_batching_queue_depth",
-    "Tasks waiting in a batching queue, by model version and queue.",
-    ["model_name", "queue"],
-    multiprocess_mode="livesum",
-    registry=REGISTRY,
-)
 request_log_dropped = Counter(
     "savedmodel_server_request_log_dropped",
     "Sampled requests not logged because the log writer was behind.",
@@ -233,6 +227,27 @@ def runtime_done(model_name: str, api: str, seconds: float) -> None:
     _runtime_latency(model_name, api, "TF1").observe(seconds * 1e6)
 
 
+_queue_depth_sources: list = []
+
+
+def add_queue_depth_source(source) -> None:
+    """``source()`` gives ``(model_name, queue, tasks waiting)`` per batching queue: read at
+    scrape time (``savedmodel_server_batching_queue_depth``; the answering process's queues)."""
+    _queue_depth_sources.append(source)
+
+
+def _queue_depths():
+    family = GaugeMetricFamily(
+        "savedmodel_server_batching_queue_depth",
+        "Tasks waiting in a batching queue, by model and queue.",
+        labels=["model_name", "queue"],
+    )
+    for source in list(_queue_depth_sources):
+        for model_name, queue, depth in source():
+            family.add_metric([model_name, queue], depth)
+    return family
+
+
 def version_state(model_name: str, version: int, state: str) -> None:
     for name in _STATES:
         model_version_state.labels(model_name, str(version), name).set(1 if name == state else 0)
@@ -247,7 +262,7 @@ def page() -> bytes:
     """The Prometheus page: TF Serving's metrics in its exporter's format, then ours."""
     with _page_lock:
         process_threads.set(threading.active_count())
-        families = list(_collect())
+        families = [*_collect(), _queue_depths()]
     tf = [f for f in families if f.name.startswith(TF_PREFIX)]
     ours = [f for f in families if not f.name.startswith(TF_PREFIX)]
     lines = [line for family in sorted(tf, key=lambda f: f.name) for line in _tf_lines(family)]

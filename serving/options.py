@@ -50,10 +50,11 @@ class ServerOptions:
     max_num_load_retries: int = 5
     load_retry_interval_micros: int = 60 * 1000 * 1000
     allow_version_labels_for_unavailable_models: bool = False
-    # Batching (not built yet)
+    # Batching
     enable_batching: bool = False
     enable_per_model_batching_parameters: bool = False
     batching_parameters_file: str = ""
+    adaptive_batch_timeout: bool = False  # extension: each queue picks its batch timeout
     # Session
     tensorflow_session_parallelism: int = 0
     tensorflow_session_config_file: str = ""

@@ -115,8 +115,10 @@ def session_config(options) -> Any:
     return config
 
 
-def saved_model_load_fn(options) -> Callable[[str, ServableId], Any]:
-    """Loads a version directory with ``loader.load_saved_model`` and the flags' tags."""
+def saved_model_load_fn(options, batching=None) -> Callable[[str, ServableId], Any]:
+    """Loads a version directory with ``loader.load_saved_model`` and the flags' tags; with
+    ``batching`` (a ``serving.batching.bundle.Batching``), its Session is wrapped for batching
+    before anything runs on it (warmup included), as TF Serving's bundle factory does."""
     tags = set(options.saved_model_tag_set)
     config = session_config(options)
     delegation = True if options.onnx_delegation else None
@@ -132,6 +134,12 @@ def saved_model_load_fn(options) -> Callable[[str, ServableId], Any]:
             raise
         metrics.load_attempt_count.labels(export_dir, "success").inc()
         metrics.load_latency.labels(export_dir).inc(int((time.monotonic() - start) * 1e6))
+        if batching is not None:
+            try:
+                batching.wrap(bundle, export_dir, servable_id)
+            except BaseException:
+                bundle.close()
+                raise
         return bundle
 
     return load

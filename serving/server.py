@@ -291,6 +291,8 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict, on_servin
         poller.stop()
     if rest_server is not None:  # REST answers what it received, then closes its connections
         rest_server.stop(SHUTDOWN_GRACE_SECONDS)
+    if core.batching is not None:  # the calls admitted ran their batches: nothing is left queued
+        core.batching.stop(SHUTDOWN_GRACE_SECONDS)
     core.stop()
     monitoring.close()
     logger.info("Server stopped")

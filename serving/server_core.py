@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from runtime import errors
 from serving import model_config
+from serving.batching.bundle import Batching, create_batching
 from serving.manager import (
     AspiredVersionsManager,
     LoadFn,
@@ -38,8 +39,10 @@ class ServerCore:
 
     def __init__(self, options, load_fn: LoadFn | None = None):
         self.options = options
+        # --enable_batching: one batch scheduler for every model; its threads start here.
+        self.batching: Batching | None = create_batching(options) if load_fn is None else None
         self._manager = AspiredVersionsManager(
-            load_fn or saved_model_load_fn(options),
+            load_fn or saved_model_load_fn(options, self.batching),
             warmup_fn=warmup_fn(options) if load_fn is None else None,
             num_load_threads=options.num_load_threads,
             max_num_load_retries=options.max_num_load_retries,
@@ -234,3 +237,5 @@ class ServerCore:
         if self._source is not None:
             self._source.stop()
         self._manager.stop()
+        if self.batching is not None:
+            self.batching.stop(0.0)  # what the server's shutdown left queued fails now

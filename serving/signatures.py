@@ -279,7 +279,9 @@ def fetch_refusal(session, fetches: Sequence[str]) -> errors.OpError | None:
     whose output names a NoOp, answers OUT_OF_RANGE. (Our Session, like TF's Python one, would
     run such a name as a target and return None.)"""
     graph = getattr(session, "graph", None)
-    for name in fetches if graph is not None else ():
+    if not hasattr(graph, "get_operation_by_name"):  # (a stand-in Session)
+        return None
+    for name in fetches:
         op_name, _, index = name.partition(":")
         try:
             op = graph.get_operation_by_name(op_name)

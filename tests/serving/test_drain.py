@@ -50,10 +50,10 @@ def test_refusal_lasts_while_clients_keep_coming_up_to_the_cap(monkeypatch):
 def test_the_drain_waits_for_the_calls_it_admitted():
     drain = Drain()
     drain.admitted.append(None)  # a call running
-    threading.Timer(0.3, drain.admitted.pop).start()
     started = time.monotonic()
+    threading.Timer(0.3, drain.admitted.pop).start()
     assert drain.run(lambda: None, 0, grace_seconds=10)
-    assert time.monotonic() - started >= 0.3
+    assert time.monotonic() - started >= 0.29  # (the timer's own clock may round down)
 
 
 def test_the_grace_period_bounds_the_wait():

@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8500
 
-.PHONY: install serve test oracle lint protos
+.PHONY: install tools serve test oracle lint protos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -13,12 +13,20 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
 
+# System tools the tests need: Graphviz's `dot` (saved_model_cli show --graph draws SVG with it).
+# Installed with apt-get where it is missing (as root, e.g. in CI); elsewhere install it yourself.
+tools:
+	@command -v dot >/dev/null 2>&1 || { \
+	  echo "installing graphviz (dot) with apt-get"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz >/dev/null; \
+	}
+
 # Serve the bundled TF Serving example (gRPC on $(PORT)).
 serve: install
 	$(BIN)/model_server --port=$(PORT) --model_name=half_plus_two --model_base_path=$(CURDIR)/models/half_plus_two
 
 # The whole test suite: install, build the TensorFlow oracle corpus (cached in .oracle/), run every test.
-test: install
+test: install tools
 	$(BIN)/python -m tests.oracle build
 	$(BIN)/python -m pytest -q
 
@@ -28,6 +36,7 @@ oracle: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 protos: install
 	$(BIN)/python -m apis.generate

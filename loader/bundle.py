@@ -7,7 +7,9 @@ Loading follows TensorFlow's ``loader.load`` / C++ ``LoadSavedModel`` step by st
 3. import it (graph, function library, collections) into the Session's Graph;
 4. restore variables: run ``saver_def.restore_op_name`` with ``variables/variables`` fed to
    ``saver_def.filename_tensor_name``, so ``RestoreV2`` and the assign ops run in the runtime
-   (skipped when the export has no ``variables/variables.index``, as in TensorFlow);
+   (skipped when the export has no ``variables/variables.index`` and its restore op reads no
+   key, as in TensorFlow; unlike TensorFlow, a graph that reads keys then fails to load:
+   ``loader/restore.py``);
 5. run the init op -- the ``__saved_model_init_op`` signature, else the ``saved_model_main_op``
    collection, else ``legacy_init_op`` -- with each asset's path fed to its tensor.
 
@@ -34,6 +36,7 @@ from apis.tensorflow.core.protobuf import fingerprint_pb2, meta_graph_pb2
 from loader.assets import resolve_assets
 from loader.fingerprint import model_identity, read_fingerprint
 from loader.meta_graph import select_meta_graph
+from loader.restore import restored_keys
 from loader.saved_model import read_saved_model, variables_prefix
 from runtime import errors, signature_check
 from runtime.gc_pause import gc_paused
@@ -209,6 +212,14 @@ def restore_variables(sess, meta_graph_def: meta_graph_pb2.MetaGraphDef, export_
     """Run the saver's restore op with the variables prefix fed; a no-op for exports without variables."""
     prefix = variables_prefix(export_dir)
     if not os.path.exists(prefix + ".index"):
+        keys = restored_keys(meta_graph_def)
+        if keys:  # TensorFlow loads this and every request fails: refuse, so it is retried
+            raise errors.FailedPreconditionError(
+                None,
+                None,
+                f"The SavedModel at {export_dir} restores {len(keys)} checkpoint tensor(s) (first: "
+                f"{keys[0]}) but has no checkpoint: {prefix}.index not found. Is it still being written?",
+            )
         logger.info("The specified SavedModel has no variables; no checkpoints were restored.")
         return
     saver_def = meta_graph_def.saver_def

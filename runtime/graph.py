@@ -25,11 +25,12 @@ from collections.abc import Iterator, Mapping
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, versions_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from runtime import attrs as attr_lib
-from runtime import dtypes
+from runtime import dtypes, errors, graph_check, node_check
 from runtime.device import DeviceSpec
 from runtime.op_def import OpSignature, function_signature, op_signature, parse_input
 from runtime.tensor_util import shape_from_proto
 
+InvalidGraphError = graph_check.InvalidGraphError
 _TENSOR_FORM = ' Tensor names must be of the form "<op_name>:<output_index>".'
 
 
@@ -240,24 +241,25 @@ class Graph:
         """Adds every node (names prefixed by ``name/`` when given) and the function library.
 
         Inputs may name nodes of this GraphDef or nodes already in the graph. Returns the
-        new operations. ValueError on a duplicate node or an input naming no node.
+        new operations. A GraphDef TF's import refuses (an invalid or duplicate name, an input
+        naming no node or no output, a NodeDef its op refuses, a cycle) raises
+        ``InvalidGraphError`` with TF's text: an InvalidArgumentError and a ValueError, as TF's
+        C++ and Python imports raise.
         """
         with self._lock:
             self._check_not_finalized()
             prefix = f"{name}/" if name else ""
-            added: list[Operation] = []
-            new_ops: dict[str, Operation] = {}
+            copies = []
             for node in graph_def.node:
                 copy = node_def_pb2.NodeDef()
                 copy.CopyFrom(node)
                 if prefix:
                     copy.name = prefix + node.name
                     copy.input[:] = [_prefixed(prefix, text) for text in node.input]
-                if copy.name in self._ops or copy.name in new_ops:
-                    raise ValueError(f"Node '{copy.name}' is not unique")
-                op = Operation(self, copy)
-                new_ops[copy.name] = op
-                added.append(op)
+                copies.append(copy)
+            graph_check.check_node_index(copies, self._ops)
+            added = [Operation(self, copy) for copy in copies]
+            new_ops = {op.name: op for op in added}
             self._check_inputs(added, new_ops)
             for fdef in graph_def.library.function:
                 self._functions.setdefault(fdef.signature.name, fdef)
@@ -270,26 +272,39 @@ class Graph:
             return added
 
     def _check_inputs(self, added: list[Operation], new_ops: dict[str, Operation]) -> None:
+        """TF's import checks past the names: inputs naming no node, then node by node in TF's
+        order, the outputs its inputs name and its NodeDef against its op, then cycles."""
         refs = self._max_output_ref
-        for op in added:
-            for text in op.node_def.input:
-                source, index, _ = parse_input(text)
+        parsed = [[parse_input(text) for text in op.node_def.input] for op in added]
+        for op, inputs in zip(added, parsed):
+            for text, (source, index, _) in zip(op.node_def.input, inputs):
                 if source not in new_ops and source not in self._ops:
-                    raise ValueError(f"Node '{op.name}': Unknown input node '{text}'")
+                    raise InvalidGraphError(f"Node '{op.name}': Unknown input node '{text}'")
                 if index > refs.get(source, -1):
                     refs[source] = index
-        for op in added:
-            count, known = op._count_outputs()
-            if known and refs.get(op.name, -1) >= count:
-                consumer = next(
-                    c.name
-                    for c in added
-                    if any(parse_input(t)[:2] == (op.name, refs[op.name]) for t in c.node_def.input)
-                )
-                raise ValueError(
-                    f"Node '{consumer}': Connecting to invalid output {refs[op.name]} of source "
-                    f"node {op.name} which has {count} outputs."
-                )
+        order = graph_check.topological_order([op.node_def for op in added], parsed)
+        counts: dict[str, tuple[int, bool]] = {}
+        for position in order:
+            op, data_inputs = added[position], 0
+            for source, index, control in parsed[position]:
+                if control:
+                    continue
+                data_inputs += 1
+                count = counts.get(source)
+                if count is None:
+                    count = counts[source] = (new_ops.get(source) or self._ops[source])._count_outputs()
+                if count[1] and index >= count[0]:
+                    raise InvalidGraphError(
+                        f"Node '{op.name}': Connecting to invalid output {index} of source "
+                        f"node {source} which has {count[0]} outputs."
+                    )
+            try:
+                node_check.check_node(op, frozenset(), op.signature, data_inputs)
+            except errors.InvalidArgumentError as e:
+                raise InvalidGraphError(e.message) from None
+        error = graph_check.cycle_error(len(added), order)
+        if error is not None:
+            raise error
 
     def import_meta_graph(self, meta_graph_def: meta_graph_pb2.MetaGraphDef) -> None:
         """Imports the MetaGraphDef's graph_def and its collections, as TF's import does.

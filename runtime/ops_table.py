@@ -14,7 +14,8 @@ Every op that has a numpy kernel, has an ONNX converter or is seen in real expor
   its signatures, its init op or its restore op (``runtime.signature_check.needed_op_types``; the
   conformance tests load and run every one);
 - **seen**: how many of the exports in ``ops-seen-in-exports.md`` reach the op from a serving
-  signature or the init op ("serving" column; default file ``../shared/`` beside the repo).
+  signature or the init op ("serving" column). The table is kept beside this module, so that the
+  generator (and the test that checks ``OPS.md``) needs nothing outside a clone.
 
 Known deviations from TensorFlow are registry data too: a kernel module's ``DEVIATIONS`` dict
 (op -> text). The "tested" column needs the oracle cache (``python -m tests.oracle build``); this
@@ -27,7 +28,6 @@ import argparse
 import collections
 import importlib
 import json
-import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -40,8 +40,7 @@ from runtime import kernels, signature_check
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OPS_MD = REPO_ROOT / "OPS.md"
-SEEN_ENV = "SMS_OPS_SEEN"
-DEFAULT_SEEN = REPO_ROOT.parent / "shared" / "ops-seen-in-exports.md"
+DEFAULT_SEEN = Path(__file__).resolve().with_name("ops-seen-in-exports.md")
 
 
 def kernel_ops() -> set[str]:
@@ -70,7 +69,7 @@ def deviations() -> dict[str, str]:
 def seen_ops(path: Path) -> dict[str, int]:
     """Op -> its "serving" count in the seen-ops table."""
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: the seen-ops table (set ${SEEN_ENV} to its path)")
+        raise FileNotFoundError(f"{path}: the seen-ops table (give its path with --seen)")
     rows = re.findall(r"^\| *([A-Za-z0-9_]+) *\| *(\d+) *\| *(\d+) *\|", path.read_text(), re.M)
     return {op: int(serving) for op, serving, _ in rows}
 
@@ -190,7 +189,7 @@ def _listed(ops: list[str], seen: Mapping[str, int]) -> str:
 
 def generate(seen_path: Path | None = None) -> str:
     """The current OPS.md text."""
-    path = seen_path or Path(os.environ.get(SEEN_ENV) or DEFAULT_SEEN)
+    path = seen_path or DEFAULT_SEEN
     converter = converter_ops()  # first: the same registry state whether runtime.onnx was loaded or not
     return render(kernel_ops(), converter, tested_ops(), seen_ops(path), deviations())
 
@@ -198,7 +197,7 @@ def generate(seen_path: Path | None = None) -> str:
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runtime.ops_table", description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if OPS.md is not current")
-    parser.add_argument("--seen", type=Path, help=f"seen-ops table (default ${SEEN_ENV} or {DEFAULT_SEEN})")
+    parser.add_argument("--seen", type=Path, help=f"seen-ops table (default {DEFAULT_SEEN})")
     args = parser.parse_args(None if argv is None else list(argv))
     text = generate(args.seen)
     if args.check:

@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from runtime import errors, frames
+from runtime import errors, frames, node_check
 from runtime.attrs import FuncAttr
 from runtime.graph import Operation, Tensor
-from runtime.interpreter import direct_call
+from runtime.interpreter import direct_call, node_error
 from runtime.kernels import lookup
 from runtime.op_def import OpSignature
 
@@ -161,6 +161,10 @@ class _Kernel(NamedTuple):
 
 def _resolve(op: Operation, resources, functions) -> _Kernel | None:
     definition = lookup(op.type)
+    if definition is not None or (functions is not None and op.type in op.graph.functions):
+        node_check.check_node(
+            op, definition.required_attrs if definition else frozenset(), op.signature, len(op.inputs)
+        )
     if functions is not None:
         _prepare_functions(op, functions)
     if definition is not None:
@@ -168,7 +172,10 @@ def _resolve(op: Operation, resources, functions) -> _Kernel | None:
         if definition.needs_context:
             attrs["ctx"] = OpContext(op, resources, functions)
         if definition.per_node:
-            call = definition.fn(**attrs)
+            try:
+                call = definition.fn(**attrs)
+            except Exception as exc:  # TF's kernel constructor fails naming the node
+                raise node_error(exc, op) from (None if isinstance(exc, errors.OpError) else exc)
         else:
             call = functools.partial(definition.fn, **attrs) if attrs else definition.fn
         pure = not (definition.needs_context or definition.per_node)
@@ -320,7 +327,10 @@ class _StepBuilder:
         call = _grouped(kernel.call, signature, op)
         if kernel.constant and not op.control_inputs and op not in self.controlled and not multi:
             if outputs != _SCRATCH:  # a value of the plan, no step (never dead: nothing gates it)
-                self.constants[outputs] = call()
+                try:
+                    self.constants[outputs] = call()
+                except Exception as exc:  # a Const's value TF's import would refuse: name the node
+                    raise node_error(exc, op) from (None if isinstance(exc, errors.OpError) else exc)
             return
         if kernel.quiet:
             self.quiet_calls.add(call)

@@ -316,6 +316,13 @@ def _feed_value(tensor: Tensor, dtype: int | None, value, check_shape: bool = Tr
             "The value of a feed cannot be a tf.Tensor object. Acceptable feed values include "
             "Python scalars, strings, lists, numpy ndarrays, or TensorHandles."
         )
+    if dtype is not None and not (isinstance(dtype, int) and dtypes.is_supported(dtype)):
+        op = tensor.op  # a malformed dtype attr, which TF's import would have refused
+        raise errors.InvalidArgumentError(
+            op.node_def,
+            op,
+            f"Cannot feed {tensor.name}: its type {dtype!r} is no DataType\n\t [[{{{{node {op.name}}}}}]]",
+        )
     if dtype is None:
         array = np.asarray(value)
     else:

@@ -4,7 +4,8 @@ One module per TF Serving concept: ``cli`` (flags) -> ``options`` -> ``server`` 
 ``model_config`` (ModelServerConfig), ``source`` (file-system version discovery), ``policy``
 (availability-preserving load/unload decisions), ``manager`` (ServerCore and the
 AspiredVersionsManager; servable handles pin a version), ``model_service``, ``health``, and
-the request path (``grpc_service``, ``predict``, ``classify``, ...).
+the request path (``grpc_service``, ``predict``, ``classify``, ...); ``supervisor`` runs
+``--num_workers`` server processes sharing the ports.
 
 Importing this package imports nothing heavy (no grpc).
 """

@@ -7,8 +7,9 @@ TF Serving command lines start unchanged:
   ``--name=false``. A value that does not parse prints the usage and exits 255 (TF's ``-1``).
 - An argument that names no flag is left over: the server prints ``unknown argument: ...``
   and the usage, then starts anyway (TF Serving's ``main`` does exactly that).
-- Also accepted, as extensions: ``--name value`` for non-bool flags, and
-  ``--grpc_bind_address`` (e.g. ``127.0.0.1``; TF Serving always listens on ``0.0.0.0``).
+- Also accepted, as extensions: ``--name value`` for non-bool flags,
+  ``--grpc_bind_address`` (e.g. ``127.0.0.1``, for the gRPC and REST ports; TF Serving always
+  listens on every address) and ``--rest_api_max_body_bytes``.
 
 This is the only module that reads flags or the process environment.
 """
@@ -19,9 +20,10 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from serving import __version__
+from serving import __version__, supervisor
 from serving.options import ServerOptions
 
 logger = logging.getLogger(__name__)
@@ -40,18 +42,38 @@ class Flag:
 FLAGS: tuple[Flag, ...] = (
     Flag("port", INT32, "TCP port to listen on for gRPC/HTTP API. Disabled if port set to zero."),
     Flag("grpc_socket_path", STRING, "If non-empty, listen to a UNIX socket for gRPC API on the given path."),
-    Flag("rest_api_port", INT32, "Port to listen on for HTTP/REST API (not active yet)."),
-    Flag("rest_api_num_threads", INT32, "Number of threads for HTTP/REST API processing."),
+    Flag(
+        "rest_api_port",
+        INT32,
+        "Port to listen on for HTTP/REST API. If set to zero HTTP/REST API will not be exported. "
+        "This port must be different than the one specified in --port.",
+    ),
+    Flag(
+        "rest_api_num_threads",
+        INT32,
+        "Number of threads for HTTP/REST API processing. If not set, will be auto set based on number of CPUs.",
+    ),
     Flag("rest_api_timeout_in_ms", INT32, "Timeout for HTTP/REST API calls."),
     Flag("rest_api_enable_cors_support", BOOL, "Enable CORS headers in response"),
-    Flag("enable_batching", BOOL, "enable batching (not active yet)"),
+    Flag("enable_batching", BOOL, "enable batching"),
     Flag(
         "allow_version_labels_for_unavailable_models",
         BOOL,
         "If true, allows assigning unused version labels to models that are not available yet.",
     ),
-    Flag("batching_parameters_file", STRING, "An ascii BatchingParameters protobuf file (not active yet)."),
-    Flag("enable_per_model_batching_parameters", BOOL, "Per-model batching parameters (not active yet)."),
+    Flag(
+        "batching_parameters_file",
+        STRING,
+        "If non-empty, read an ascii BatchingParameters protobuf from the supplied file name and use "
+        "the contained values instead of the defaults.",
+    ),
+    Flag(
+        "enable_per_model_batching_parameters",
+        BOOL,
+        "Enables model specific batching params like batch sizes, timeouts, batching feature flags to "
+        "be read from `batching_params.pbtxt` file present in SavedModel dir of the model. Only the "
+        "threadpool (name and size) is taken from --batching_parameters_file.",
+    ),
     Flag(
         "model_config_file", STRING, "If non-empty, read an ascii ModelServerConfig protobuf from this file."
     ),
@@ -87,10 +109,19 @@ FLAGS: tuple[Flag, ...] = (
         "Comma separated gRPC server arguments, e.g. grpc.max_connection_age_ms=2000",
     ),
     Flag("grpc_max_threads", INT32, "Max grpc server threads to handle grpc messages."),
-    Flag("enable_model_warmup", BOOL, "Replay assets.extra/tf_serving_warmup_requests (not active yet)."),
+    Flag(
+        "enable_model_warmup",
+        BOOL,
+        "Enables model warmup, which triggers lazy initializations (such as TF optimizations) at load "
+        "time, to reduce first request latency.",
+    ),
     Flag("num_request_iterations_for_warmup", INT32, "Number of times a warmup request is replayed."),
     Flag("version", BOOL, "Display version"),
-    Flag("monitoring_config_file", STRING, "An ascii MonitoringConfig file (not active yet)."),
+    Flag(
+        "monitoring_config_file",
+        STRING,
+        "If non-empty, read an ascii MonitoringConfig protobuf from the supplied file name",
+    ),
     Flag("remove_unused_fields_from_bundle_metagraph", BOOL, "Accepted."),
     Flag("prefer_tflite_model", BOOL, "TensorFlow Lite models (not supported)."),
     Flag("num_tflite_pools", INT32, "TensorFlow Lite interpreter pools (not supported)."),
@@ -106,7 +137,22 @@ FLAGS: tuple[Flag, ...] = (
     Flag("enable_serialization_as_tensor_content", BOOL, "Serialize predict responses as tensor_content."),
     Flag("use_tflite_model", BOOL, "Older name of --prefer_tflite_model (not supported)."),
     # Ours, not TF Serving's: TF Serving always listens on 0.0.0.0.
-    Flag("grpc_bind_address", STRING, "Extension: the address --port listens on (default 0.0.0.0)."),
+    Flag(
+        "grpc_bind_address",
+        STRING,
+        "Extension: the address --port and --rest_api_port listen on (default 0.0.0.0).",
+    ),
+    Flag(
+        "rest_api_max_body_bytes",
+        INT64,
+        "Extension: the largest HTTP/REST request body accepted (after gzip); larger ones are answered 413.",
+    ),
+    Flag(
+        "adaptive_batch_timeout",
+        BOOL,
+        "Extension: with --enable_batching, each batching queue picks its batch timeout from the "
+        "arrival rate and batch run time it measures, up to batch_timeout_micros (10 ms when 0).",
+    ),
     Flag(
         "onnx_delegation",
         BOOL,
@@ -120,6 +166,47 @@ FLAGS: tuple[Flag, ...] = (
         "clusters, keyed by its fingerprint, so a restart or another replica sharing it skips "
         "converting and validating (default: none).",
     ),
+    Flag(
+        "remote_model_cache_dir",
+        STRING,
+        "Extension: where versions of models on object storage (s3://, gs://) are read to before "
+        "loading; kept across restarts (default: a temporary directory removed at exit).",
+    ),
+    Flag(
+        "file_system_settle_seconds",
+        FLOAT,
+        "Extension: a new version directory is only loaded once nothing in it has changed for this "
+        "many seconds (default 0: at once; a half-copied version fails to load and is retried).",
+    ),
+    Flag(
+        "request_log_dir",
+        STRING,
+        "Extension: log sampled requests of every model as PredictionLog TFRecords under this "
+        "directory (<dir>/<model>.NNNNN.tfrecord; each file is a valid warmup file). Empty: off.",
+    ),
+    Flag(
+        "request_log_sampling_rate",
+        FLOAT,
+        "Extension: the fraction of requests --request_log_dir logs (a model's logging_config wins).",
+    ),
+    Flag(
+        "request_log_max_bytes",
+        INT64,
+        "Extension: a request log file is closed at this size (or at 1000 records).",
+    ),
+    Flag(
+        "lame_duck_seconds",
+        FLOAT,
+        "Extension: on SIGTERM, health reports NOT_SERVING and requests are still answered for this "
+        "many seconds before the server stops accepting them (default 5; SIGINT: none).",
+    ),
+    Flag(
+        "num_workers",
+        INT32,
+        "Extension: run this many server processes sharing --port and --rest_api_port "
+        "(SO_REUSEPORT) under one supervisor that restarts them and drains them on SIGTERM "
+        "(default 1: this process serves). One per core uses every core.",
+    ),
 )
 
 _INT_RE = re.compile(r"\s*[+-]?\d+")
@@ -127,11 +214,6 @@ _RANGES = {INT32: (-(2**31), 2**31 - 1), INT64: (-(2**63), 2**63 - 1)}
 
 # Flags whose capability is not built yet: logged when set to anything but the default.
 _NOT_ACTIVE = (
-    "rest_api_port",
-    "enable_batching",
-    "batching_parameters_file",
-    "enable_per_model_batching_parameters",
-    "monitoring_config_file",
     "platform_config_file",
     "tensorflow_session_config_file",
     "thread_pool_factory_config_file",
@@ -139,7 +221,6 @@ _NOT_ACTIVE = (
     "prefer_tflite_model",
     "use_tflite_model",
     "use_alts_credentials",
-    "num_request_iterations_for_warmup",
 )
 
 
@@ -260,17 +341,17 @@ def _log_inactive_flags(options: ServerOptions) -> None:
         if value != getattr(defaults, name):
             shown = str(value).lower() if isinstance(value, bool) else value
             logger.warning("--%s=%s accepted; this capability is not active yet.", name, shown)
-    if options.enable_model_warmup:
-        logger.info("--enable_model_warmup: model warmup is not active yet; models load without warmup.")
 
 
 def configure_logging() -> None:
     # TF's own knob: TF_CPP_MIN_LOG_LEVEL=0 (INFO, default), 1 (WARNING), 2 (ERROR), 3 (FATAL).
     levels = {"0": logging.INFO, "1": logging.WARNING, "2": logging.ERROR, "3": logging.CRITICAL}
+    worker = os.environ.get(supervisor.WORKER_ENV)  # a worker of --num_workers says which
+    tag = f"worker {worker} pid %(process)d: " if worker else ""
     logging.basicConfig(
         level=levels.get(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0"), logging.INFO),
         stream=sys.stderr,
-        format="%(asctime)s.%(msecs)03d: %(levelname).1s %(name)s] %(message)s",
+        format=f"%(asctime)s.%(msecs)03d: %(levelname).1s %(name)s] {tag}%(message)s",
         datefmt="%Y-%m-%d %H:%M:%S",
     )
 
@@ -299,7 +380,42 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         logger.warning("Ignoring unknown arguments: %s", " ".join(unknown))
     _log_inactive_flags(options)
+    options = options.replace(remote_storage_options=storage_options(os.environ))
+    if options.num_workers != 1:
+        return supervisor.run_supervisor(options, supervisor.worker_args(argv, unknown), dict(os.environ))
 
     from serving.server import run_server  # grpc is imported only when a server runs
 
-    return run_server(options)
+    return run_server(options, on_serving=_worker_role())
+
+
+def _worker_role() -> Callable[[], None] | None:
+    """In a worker of ``--num_workers`` (its environment says so): follow the supervisor out
+    when it dies, and return the call that tells it this worker is serving. None otherwise."""
+    if not os.environ.get(supervisor.WORKER_ENV):
+        return None
+    supervisor.die_with_parent(int(os.environ[supervisor.PARENT_PID_ENV]))
+    ready_fd = int(os.environ.pop(supervisor.READY_FD_ENV))
+
+    def serving() -> None:
+        os.write(ready_fd, b"serving")
+        os.close(ready_fd)
+
+    return serving
+
+
+def storage_options(environ) -> dict:
+    """fsspec options, per URL scheme, from TensorFlow's S3 variables: ``S3_ENDPOINT`` (host[:port]
+    or a URL), ``S3_USE_HTTPS``, ``S3_VERIFY_SSL`` (TF's default for both: 1). botocore reads
+    ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION`` and ``AWS_ENDPOINT_URL``
+    itself, and the latter wins over ``S3_ENDPOINT``."""
+    endpoint = environ.get("S3_ENDPOINT", "")
+    if not endpoint or environ.get("AWS_ENDPOINT_URL"):
+        return {}
+    if "://" not in endpoint:
+        scheme = "http" if environ.get("S3_USE_HTTPS", "1") == "0" else "https"
+        endpoint = f"{scheme}://{endpoint}"
+    options: dict = {"endpoint_url": endpoint}
+    if environ.get("S3_VERIFY_SSL", "1") == "0":
+        options["client_kwargs"] = {"verify": False}
+    return {"s3": options, "s3a": options}

@@ -18,47 +18,48 @@ from apis.tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
     regression_pb2,
 )
-from serving import errors
-from serving.classify import classify
-from serving.metadata import get_model_metadata
-from serving.multi_inference import multi_inference
-from serving.predict import predict_wire
-from serving.regress import regress
+from serving import errors, grpc_handlers
+from serving.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
 
 SERVICE = "tensorflow.serving.PredictionService"
 
 
 class PredictionServiceServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
-    """PredictionService backed by a ServerCore (``core.pinned(model_spec)``)."""
+    """PredictionService backed by a ServerCore (``core.pinned(model_spec)``), calling
+    ``functions`` (``serving.request_functions``: the same ones REST calls)."""
 
-    def __init__(self, core) -> None:
+    def __init__(self, core, functions: RequestFunctions = DEFAULT_FUNCTIONS) -> None:
         self._core = core
+        self._functions = functions
 
     @errors.grpc_method
     def Classify(self, request, context):  # noqa: N802 - gRPC method names
-        return classify(self._core, request, context.time_remaining())
+        return self._functions.classify(self._core, request, context.time_remaining())
 
     @errors.grpc_method
     def Regress(self, request, context):  # noqa: N802
-        return regress(self._core, request, context.time_remaining())
+        return self._functions.regress(self._core, request, context.time_remaining())
 
     @errors.grpc_method
     def Predict(self, request, context):  # noqa: N802
-        return predict_wire(self._core, request, context.time_remaining())  # sent as it is
+        return self._functions.predict_wire(self._core, request, context.time_remaining())  # sent as it is
 
     @errors.grpc_method
     def MultiInference(self, request, context):  # noqa: N802
-        return multi_inference(self._core, request, context.time_remaining())
+        return self._functions.multi_inference(self._core, request, context.time_remaining())
 
     @errors.grpc_method
     def GetModelMetadata(self, request, context):  # noqa: N802
-        return get_model_metadata(self._core, request, context.time_remaining())
+        return self._functions.get_model_metadata(self._core, request, context.time_remaining())
 
 
-def add_to_server(core, server) -> PredictionServiceServicer:
+def add_to_server(
+    core, server, drain=None, functions: RequestFunctions = DEFAULT_FUNCTIONS
+) -> PredictionServiceServicer:
     """Register a PredictionServiceServicer for ``core`` on a grpc server: the generated
-    registration, except that Predict's response is already serialized (``predict_wire``)."""
-    servicer = PredictionServiceServicer(core)
+    registration, except that requests are parsed in the handler (``grpc_handlers``) and
+    Predict's response is already serialized (``predict_wire``)."""
+    servicer = PredictionServiceServicer(core, functions)
     handlers = {
         "Classify": _handler(
             servicer.Classify,
@@ -78,8 +79,7 @@ def add_to_server(core, server) -> PredictionServiceServicer:
             get_model_metadata_pb2.GetModelMetadataResponse,
         ),
     }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-    server.add_registered_method_handlers(SERVICE, handlers)
+    grpc_handlers.add_handlers(server, SERVICE, handlers, drain)
     return servicer
 
 

@@ -15,7 +15,9 @@ Guarantees:
 - A failed load is retried ``max_num_load_retries`` times, ``load_retry_interval`` apart,
   then recorded (state END with the error) without touching the versions being served.
   Beyond TF Serving: a failed or retrying version whose directory changes on disk (e.g. a
-  half-copied export being completed) is tried again on the next poll.
+  half-copied export being completed) is tried again on the next poll, and a version waiting
+  to retry holds no load slot (``num_load_threads``), so one model's failing load never holds
+  up another's.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime import errors
+from serving import metrics
 from serving import policy as policy_lib
 from serving.policy import HarnessState
 from serving.servable import ManagerState, Servable, ServableId, fingerprint
@@ -130,12 +133,14 @@ class AspiredVersionsManager:
         load_fn: LoadFn,
         *,
         unload_fn: Callable[[Any], None] | None = None,
+        warmup_fn: Callable[[Servable], None] | None = None,
         num_load_threads: int = 0,
         max_num_load_retries: int = 5,
         load_retry_interval_seconds: float = 60.0,
     ):
         self._load_fn = load_fn
         self._unload_fn = unload_fn or _close_bundle
+        self._warmup_fn = warmup_fn
         self._max_loads = max(1, num_load_threads)
         self._max_retries = max(0, max_num_load_retries)
         self._retry_interval = max(0.0, load_retry_interval_seconds)
@@ -150,6 +155,7 @@ class AspiredVersionsManager:
         self._seq = 0
         self._loads_in_flight = 0
         self._listeners: list[StateListener] = []
+        self._source_errors: dict[str, errors.OpError] = {}  # model -> why its base path fails
         self._stopped = False
 
     # -- configuration -------------------------------------------------------------------
@@ -158,6 +164,7 @@ class AspiredVersionsManager:
         with self._cv:
             self._max_loads = max(1, n)
             self._reconcile()
+            self._cv.notify_all()  # retries waiting for a load slot
 
     def add_state_listener(self, listener: StateListener) -> None:
         """``listener(servable_id, state)`` runs on every state change, under the manager's lock."""
@@ -264,12 +271,27 @@ class AspiredVersionsManager:
         with self._cv:
             return sorted(self._states)
 
+    def set_source_error(self, name: str, error: errors.OpError | None) -> None:
+        """Why the source cannot read model ``name``'s base path (None: it can again). A model
+        with such an error counts as reached in ``wait_for_models``, so it holds nothing up."""
+        with self._cv:
+            if error is None:
+                self._source_errors.pop(name, None)
+            else:
+                self._source_errors[name] = error
+            self._cv.notify_all()
+
+    def source_error(self, name: str) -> errors.OpError | None:
+        with self._cv:
+            return self._source_errors.get(name)
+
     def current_seq(self) -> int:
         with self._cv:
             return self._seq
 
     def wait_for_models(self, names: set[str], since_seq: int) -> dict[str, VersionState]:
-        """Blocks until each model has a version that became AVAILABLE or END after ``since_seq``.
+        """Blocks until each model has a version that became AVAILABLE or END after ``since_seq``,
+        or its base path cannot be read (``set_source_error``: version 0, END, that error).
 
         Returns, per model, the first such state (TF's ``WaitUntilServablesReachState``).
         """
@@ -284,6 +306,8 @@ class AspiredVersionsManager:
                     ]
                     if hits:
                         reached[name] = min(hits, key=lambda s: s.seq)
+                    elif name in self._source_errors:
+                        reached[name] = VersionState(0, ManagerState.END, self._source_errors[name])
                 if reached.keys() >= names or self._stopped:
                     return reached
                 self._cv.wait(1.0)
@@ -356,11 +380,12 @@ class AspiredVersionsManager:
         while True:
             fp = fingerprint(h.path)
             try:
-                bundle = self._load_fn(h.path, h.id)
+                bundle = self._load_and_warm_up(h)
                 error = None
                 break
             except Exception as e:  # any loader failure is a failed load, never a crash
                 error = as_op_error(e)
+                metrics.model_load_failures.labels(h.id.name).inc()
                 logger.error("Loading servable: %s failed: %s", h.id, status_string(error))
             attempt += 1
             if attempt > self._max_retries:
@@ -370,12 +395,18 @@ class AspiredVersionsManager:
                 break
             if h.cancel.is_set():
                 break
-            with self._cv:
+            with self._cv:  # a retry wait holds no load slot: other models load meanwhile
                 h.waiting_retry, h.fingerprint = True, fp
+                self._loads_in_flight -= 1
+                self._reconcile()
+                self._cv.notify_all()
             h.retry_now.wait(self._retry_interval)
             h.retry_now.clear()
             with self._cv:
                 h.waiting_retry = False
+                while self._loads_in_flight >= self._max_loads and not (self._stopped or h.cancel.is_set()):
+                    self._cv.wait()
+                self._loads_in_flight += 1
             if h.cancel.is_set():
                 logger.info("Retrying of Loading servable: %s was cancelled.", h.id)
                 break
@@ -392,6 +423,20 @@ class AspiredVersionsManager:
                 logger.info("Encountered an error for servable version %s: %s", h.id, status_string(error))
                 self._publish(h, ManagerState.END, error)
             self._reconcile()
+
+    def _load_and_warm_up(self, h: _Harness) -> Any:
+        """The bundle of ``h``, warmed up (``warmup_fn``) before any request can pin it: the
+        warmup's Servable shares the version's cache, so what it builds is what requests find.
+        A failing warmup is a failed load; the bundle is released."""
+        bundle = self._load_fn(h.path, h.id)
+        if self._warmup_fn is not None:
+            try:
+                self._warmup_fn(Servable(h.id.name, h.id.version, bundle, cache=h.cache))
+            except BaseException:
+                h.cache.clear()
+                self._unload_fn(bundle)
+                raise
+        return bundle
 
     def _start_unload(self, h: _Harness) -> None:
         h.state = HarnessState.UNLOADING

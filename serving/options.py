@@ -31,11 +31,12 @@ class ServerOptions:
     grpc_channel_arguments: str = ""
     grpc_max_threads: int = field(default_factory=lambda: 4 * schedulable_cpus())
     grpc_bind_address: str = "0.0.0.0"  # extension; TF Serving always uses 0.0.0.0
-    # HTTP/REST (not built yet)
+    # HTTP/REST
     rest_api_port: int = 0
     rest_api_num_threads: int = field(default_factory=lambda: 4 * schedulable_cpus())
     rest_api_timeout_in_ms: int = 30000
     rest_api_enable_cors_support: bool = False
+    rest_api_max_body_bytes: int = 64 << 20  # extension: larger bodies are answered 413
     # Models
     model_name: str = "default"
     model_base_path: str = ""
@@ -49,10 +50,11 @@ class ServerOptions:
     max_num_load_retries: int = 5
     load_retry_interval_micros: int = 60 * 1000 * 1000
     allow_version_labels_for_unavailable_models: bool = False
-    # Batching (not built yet)
+    # Batching
     enable_batching: bool = False
     enable_per_model_batching_parameters: bool = False
     batching_parameters_file: str = ""
+    adaptive_batch_timeout: bool = False  # extension: each queue picks its batch timeout
     # Session
     tensorflow_session_parallelism: int = 0
     tensorflow_session_config_file: str = ""
@@ -82,6 +84,16 @@ class ServerOptions:
     skip_initialize_tpu: bool = False
     onnx_delegation: bool = True  # extension: onnxruntime delegation (runtime/onnx); false turns it off
     onnx_cluster_cache_dir: str = ""  # extension: the cluster cache's directory (empty: none)
+    remote_model_cache_dir: str = ""  # extension: where s3:// / gs:// versions are read to; "": a temp dir
+    # Set by the CLI from TF's S3 variables (S3_ENDPOINT, S3_USE_HTTPS, S3_VERIFY_SSL), per URL
+    # scheme: fsspec storage options. Never logged (they may hold endpoints of private stores).
+    remote_storage_options: dict = field(default_factory=dict, repr=False)
+    file_system_settle_seconds: float = 0.0  # extension: serving/source.py; 0 takes a version at once
+    request_log_dir: str = ""  # extension: serving/request_log.py
+    request_log_sampling_rate: float = 0.1
+    request_log_max_bytes: int = 64 << 20
+    lame_duck_seconds: float = 5.0  # extension: serving/drain.py; Kubernetes' endpoint removal takes seconds
+    num_workers: int = 1  # extension: serving/supervisor.py; N processes share the ports
     version: bool = False
 
     def replace(self, **changes) -> ServerOptions:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -19,7 +20,7 @@ from apis.tensorflow.core.framework import types_pb2
 from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from apis.tensorflow_serving.apis import model_pb2, predict_pb2
 from runtime import errors
-from serving import signatures, tensor_codec
+from serving import metrics, signatures, tensor_codec
 
 
 def predict(core, request: predict_pb2.PredictRequest, deadline: float | None = None):
@@ -113,7 +114,9 @@ def _run_predict(
     signatures.set_model_spec(response.model_spec, request.model_spec.name, name, servable.version)
 
     feed_values, fetches, aliases = pre_process(signature, request, method_name_check=method_name_check)
+    start = _clock()
     outputs = signature.run(fetches, feed_values, run_options)
+    metrics.runtime_done(request.model_spec.name, "Predict", _clock() - start)
     post_process(signature, aliases, outputs, response, as_tensor_content=as_tensor_content)
     return response
 
@@ -201,10 +204,12 @@ class PredictSignature:
                 except tensor_codec.TensorProtoError:
                     return None
             values.append(value)
+        start = _clock()
         try:
             outputs = self._run_all(*values, options=options, timeout_ms=timeout_ms)
         except (ValueError, TypeError) as e:
             raise signatures.refused_feeds(e) from e
+        metrics.runtime_done(model_name, "Predict", _clock() - start)
         return self.response_bytes(model_name, version, outputs, as_tensor_content)
 
     def response_bytes(self, model_name: str, version: int, outputs: list, as_tensor_content: bool) -> bytes:
@@ -333,6 +338,7 @@ def post_process(
         encode(response.outputs[alias], value, signature.output_dtypes[alias])
 
 
+_clock = time.perf_counter
 _PLAIN = "predict.plain"  # servable.cache key prefix of ``_plain_predict``'s functions
 _METHOD_NAMES = (
     signatures.PREDICT_METHOD_NAME,

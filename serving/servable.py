@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import enum
 import os
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from runtime import errors
+from serving import metrics
 
 
 class ServableId(NamedTuple):
@@ -120,8 +122,10 @@ def blas_threads(options) -> int:
     return options.tensorflow_intra_op_parallelism or options.tensorflow_session_parallelism or 1
 
 
-def saved_model_load_fn(options) -> Callable[[str, ServableId], Any]:
-    """Loads a version directory with ``loader.load_saved_model`` and the flags' tags."""
+def saved_model_load_fn(options, batching=None) -> Callable[[str, ServableId], Any]:
+    """Loads a version directory with ``loader.load_saved_model`` and the flags' tags; with
+    ``batching`` (a ``serving.batching.bundle.Batching``), its Session is wrapped for batching
+    before anything runs on it (warmup included), as TF Serving's bundle factory does."""
     tags = set(options.saved_model_tag_set)
     config = session_config(options)
     delegation = options.onnx_delegation
@@ -130,8 +134,37 @@ def saved_model_load_fn(options) -> Callable[[str, ServableId], Any]:
     def load(export_dir: str, servable_id: ServableId) -> Any:
         from loader import load_saved_model  # the loader is imported only when a model loads
 
-        return load_saved_model(
-            export_dir, tags=tags, session_config=config, delegation=delegation, cluster_cache=cache
-        )
+        start = time.monotonic()
+        try:
+            bundle = load_saved_model(
+                export_dir, tags=tags, session_config=config, delegation=delegation, cluster_cache=cache
+            )
+        except BaseException:
+            metrics.load_attempt_count.labels(export_dir, "fail").inc()  # TF's loader metrics
+            raise
+        metrics.load_attempt_count.labels(export_dir, "success").inc()
+        metrics.load_latency.labels(export_dir).inc(int((time.monotonic() - start) * 1e6))
+        if batching is not None:
+            try:
+                batching.wrap(bundle, export_dir, servable_id)
+            except BaseException:
+                bundle.close()
+                raise
+        return bundle
 
     return load
+
+
+def warmup_fn(options) -> Callable[[Servable], None] | None:
+    """What warms a loaded version up before it serves: its warmup file replayed
+    (``serving.warmup``) with ``--enable_model_warmup``; None without."""
+    if not options.enable_model_warmup:
+        return None
+    iterations = options.num_request_iterations_for_warmup
+
+    def warm_up(servable: Servable) -> None:
+        from serving.warmup import run_warmup  # the request path, imported when a model loads
+
+        run_warmup(servable, servable.bundle.export_dir, iterations)
+
+    return warm_up

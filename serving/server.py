@@ -1,10 +1,12 @@
-"""The gRPC ModelServer: builds ServerCore, opens the ports, serves until SIGTERM/SIGINT.
+"""The ModelServer: builds ServerCore, opens the ports, serves until SIGTERM/SIGINT.
 
 Order of events, as in TF Serving's ``Server::BuildAndStart``: check the options, read the
 model config, load the initial models (blocking), then open ``--port`` (and
-``--grpc_socket_path``) with PredictionService, ModelService, health and reflection. So a
-client that can connect can be served. On SIGTERM or SIGINT: health turns NOT_SERVING, the
-server stops accepting RPCs, in-flight RPCs finish (up to a grace period), exit status 0.
+``--grpc_socket_path``) with PredictionService, ModelService, health and reflection, then
+``--rest_api_port`` (``serving.rest``). So a client that can connect can be served. On SIGTERM
+or SIGINT the server drains (``serving/drain.py``): health and /readyz turn NOT_SERVING, the
+lame duck on SIGTERM, refusal with UNAVAILABLE (503 over REST); then both servers stop and
+every call received is answered (up to a grace period); exit status 0.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 import grpc
 from grpc_health.v1 import health_pb2_grpc
@@ -23,11 +26,15 @@ from apis.tensorflow_serving.apis import model_service_pb2_grpc
 from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
 from runtime.blas import set_blas_threads
-from serving import model_config
+from serving import grpc_handlers, grpc_service, model_config
+from serving.drain import Drain, exit_process
 from serving.health import ModelHealth
 from serving.manager import status_string
 from serving.model_service import ModelServiceServicer
+from serving.monitoring import Monitoring
 from serving.options import ServerOptions
+from serving.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
+from serving.rest import start_rest_server
 from serving.servable import blas_threads, session_config
 from serving.server_core import ServerCore
 from serving.worker_pool import WorkerPool
@@ -123,23 +130,31 @@ def grpc_pool(options: ServerOptions) -> WorkerPool:
 
 
 def build_server(
-    options: ServerOptions, core: ServerCore, pool: WorkerPool | None = None
+    options: ServerOptions,
+    core: ServerCore,
+    pool: WorkerPool | None = None,
+    drain: Drain | None = None,
+    functions: RequestFunctions = DEFAULT_FUNCTIONS,
 ) -> tuple[grpc.Server, ModelHealth]:
     """A started-ready (not yet started) grpc.Server with every service registered, its calls
-    run by ``pool`` (by default a ``grpc_pool`` of its own)."""
+    run by ``pool`` (by default a ``grpc_pool`` of its own); PredictionService calls
+    ``functions``; PredictionService and ModelService refuse calls while ``drain`` refuses
+    (health and reflection keep answering)."""
     server = grpc.server(pool or grpc_pool(options), options=server_options(options))
-    services = [MODEL_SERVICE, HEALTH_SERVICE]
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServiceServicer(core), server)
-    try:
-        from serving import grpc_service
-    except ImportError as e:  # the request path is built alongside; keep the server usable
-        logger.warning("PredictionService is not available: %s", e)
-    else:
-        grpc_service.add_to_server(core, server)
-        services.insert(0, PREDICTION_SERVICE)
+    # Every service through grpc_handlers: requests parsed in our handlers, never by grpc.
+    grpc_service.add_to_server(core, server, drain, functions)
+    model_service = ModelServiceServicer(core)
+    grpc_handlers.add_service(
+        server,
+        lambda target: model_service_pb2_grpc.add_ModelServiceServicer_to_server(model_service, target),
+        drain,
+    )
     model_health = ModelHealth(core)
-    health_pb2_grpc.add_HealthServicer_to_server(model_health.servicer, server)
-    reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server)
+    grpc_handlers.add_service(
+        server, lambda target: health_pb2_grpc.add_HealthServicer_to_server(model_health.servicer, target)
+    )
+    services = (PREDICTION_SERVICE, MODEL_SERVICE, HEALTH_SERVICE, reflection.SERVICE_NAME)
+    grpc_handlers.add_service(server, lambda target: reflection.enable_server_reflection(services, target))
     creds = credentials(options)
     addresses = []
     if options.port != 0:
@@ -156,6 +171,15 @@ def build_server(
         if bound == 0:
             raise errors.InvalidArgumentError(None, None, "Failed to BuildAndStart gRPC server")
     return server, model_health
+
+
+def log_models_served(core: ServerCore) -> None:
+    """One line per model with the versions it serves: with the port lines above, what an
+    operator reads in ``docker logs`` to see that a server serves what it should."""
+    for name in sorted(core.model_names()):
+        versions = sorted(core.manager.available_versions(name))
+        shown = ", ".join(str(v) for v in versions) if versions else "none available yet"
+        logger.info("Serving model %s version%s %s", name, "s" if len(versions) > 1 else "", shown)
 
 
 class ConfigFilePoller:
@@ -189,14 +213,17 @@ class ConfigFilePoller:
                 logger.exception("PollFilesystemAndReloadConfig failed")
 
 
-def _fail(error: errors.OpError) -> int:
+def fail_to_start(error: errors.OpError) -> int:
+    """TF Serving's failed start: the status on stdout, exit status 255."""
     sys.stdout.write(f"Failed to start server. Error: {status_string(error)}\n")
     sys.stdout.flush()
     return 255
 
 
-def run_server(options: ServerOptions) -> int:
-    """Runs the model server until SIGTERM/SIGINT; returns the process exit status."""
+def run_server(options: ServerOptions, on_serving: Callable[[], None] | None = None) -> int:
+    """Runs the model server until SIGTERM/SIGINT; returns the process exit status.
+    ``on_serving()`` is called once the ports are open and health says SERVING (a worker of
+    ``--num_workers`` tells its supervisor so)."""
     stop = threading.Event()
     state: dict[str, object] = {}
 
@@ -205,17 +232,18 @@ def run_server(options: ServerOptions) -> int:
             logger.info("Received signal %d; exiting now", signum)
             raise SystemExit(0)
         logger.info("Received signal %d; shutting down", signum)
+        state["signal"] = signum
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        return _serve(options, stop, state)
+        return _serve(options, stop, state, on_serving)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
-def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
+def _serve(options: ServerOptions, stop: threading.Event, state: dict, on_serving=None) -> int:
     try:
         check_options(options)
         set_blas_threads(blas_threads(options))
@@ -223,9 +251,11 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
         core = ServerCore(options)
         core.reload_config(config)
         pool = grpc_pool(options)
-        server, model_health = build_server(options, core, pool)
+        drain = Drain()
+        monitoring = Monitoring(options, core)
+        server, model_health = build_server(options, core, pool, drain, monitoring.functions("GRPC"))
     except errors.OpError as e:
-        return _fail(e)
+        return fail_to_start(e)
     poller = None
     if options.model_config_file and options.model_config_file_poll_wait_seconds > 0:
         poller = ConfigFilePoller(
@@ -234,18 +264,40 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict) -> int:
         poller.start()
     server.start()
     state["server"] = server
+    # REST (--rest_api_port) starts before readiness turns on, so that a client that sees
+    # SERVING can use either port; it shares the drain and the readiness with gRPC.
+    rest_server = start_rest_server(
+        options,
+        core,
+        model_health.readiness,
+        options.grpc_bind_address,
+        drain,
+        reuse_port=on_serving is not None,  # a worker of --num_workers shares the port
+        functions=monitoring.functions("REST"),
+    )
+    monitoring.add_page(rest_server)
     model_health.set_serving()
     if options.port != 0:
         logger.info("Running gRPC ModelServer at %s:%d ...", options.grpc_bind_address, options.port)
     if options.grpc_socket_path:
         logger.info("Running gRPC ModelServer at UNIX socket %s ...", options.grpc_socket_path)
+    log_models_served(core)
+    if on_serving is not None:
+        on_serving()
     while not stop.wait(1.0):
         pass
-    model_health.shutdown()
+    # SIGTERM (Kubernetes, docker stop) gets the lame duck; SIGINT (a terminal) stops at once.
+    lame_duck = options.lame_duck_seconds if state.get("signal") == signal.SIGTERM else 0.0
+    drain.run(model_health.shutdown, lame_duck, SHUTDOWN_GRACE_SECONDS)  # gRPC's calls answered
     if poller is not None:
         poller.stop()
-    server.stop(SHUTDOWN_GRACE_SECONDS).wait()
-    pool.shutdown(wait=False)  # a call still running past the grace period ends with the process
+    if rest_server is not None:  # REST answers what it received, then closes its connections
+        rest_server.stop(SHUTDOWN_GRACE_SECONDS)
+    if core.batching is not None:  # the calls admitted ran their batches: nothing is left queued
+        core.batching.stop(SHUTDOWN_GRACE_SECONDS)
     core.stop()
+    monitoring.close()
     logger.info("Server stopped")
+    # Not grpcio's server.stop(): it would cancel the calls still arriving (serving/drain.py).
+    exit_process(0)
     return 0

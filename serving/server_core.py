@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from runtime import errors
 from serving import model_config
+from serving.batching.bundle import Batching, create_batching
 from serving.manager import (
     AspiredVersionsManager,
     LoadFn,
@@ -20,7 +22,7 @@ from serving.manager import (
     status_string,
 )
 from serving.options import schedulable_cpus
-from serving.servable import ManagerState, Servable, ServableId, saved_model_load_fn
+from serving.servable import ManagerState, Servable, ServableId, saved_model_load_fn, warmup_fn
 from serving.source import FileSystemStoragePathSource, ServableToMonitor, VersionPolicy
 
 logger = logging.getLogger(__name__)
@@ -37,14 +39,19 @@ class ServerCore:
 
     def __init__(self, options, load_fn: LoadFn | None = None):
         self.options = options
+        # --enable_batching: one batch scheduler for every model; its threads start here.
+        self.batching: Batching | None = create_batching(options) if load_fn is None else None
         self._manager = AspiredVersionsManager(
-            load_fn or saved_model_load_fn(options),
+            load_fn or saved_model_load_fn(options, self.batching),
+            warmup_fn=warmup_fn(options) if load_fn is None else None,
             num_load_threads=options.num_load_threads,
             max_num_load_retries=options.max_num_load_retries,
             load_retry_interval_seconds=max(options.load_retry_interval_micros, 0) / 1e6,
         )
         self._config = model_config.ModelServerConfig()
         self._config_lock = threading.Lock()
+        self._configured_names: tuple[str, ...] = ()
+        self._config_listeners: list[Callable[[], None]] = []
         self._labels: dict[str, dict[str, int]] | None = None
         self._labels_lock = threading.Lock()
         self._source: FileSystemStoragePathSource | None = None
@@ -96,6 +103,9 @@ class ServerCore:
     def model_status(self, name: str, version: int | None = None) -> list[VersionState]:
         """GetModelStatus's view: states of one or all versions, highest first."""
         states = self._manager.version_states(name)
+        source_error = self._manager.source_error(name)
+        if not states and source_error is not None:  # a fresh copy: a shared one piles up tracebacks
+            raise errors.error_for_code(source_error.code, source_error.message)
         if version is not None:
             if version not in states:
                 raise errors.NotFoundError(None, None, f"Could not find version {version} of model {name}")
@@ -108,17 +118,33 @@ class ServerCore:
         """Every model the manager has seen (available or not)."""
         return self._manager.model_names()
 
+    def configured_model_names(self) -> tuple[str, ...]:
+        """The models the current config asks for, in its order (available or not). Lock-free
+        (a tuple replaced whole): state listeners call it while a reload holds the config."""
+        return self._configured_names
+
     def has_available_version(self, name: str) -> bool:
         return bool(self._manager.available_versions(name))
 
     def add_state_listener(self, listener: StateListener) -> None:
         self._manager.add_state_listener(listener)
 
+    def add_config_listener(self, listener: Callable[[], None]) -> None:
+        """``listener()`` runs after every ``reload_config`` (applied or not), on its thread."""
+        self._config_listeners.append(listener)
+
     # -- configuration ------------------------------------------------------------------------
 
     def reload_config(self, new_config) -> None:
         """Moves to ``new_config`` (TF Serving's ``ServerCore::ReloadConfig``); blocks until new
         models are available. Raises OpError with TF Serving's texts."""
+        try:
+            self._reload_config(new_config)
+        finally:
+            for listener in list(self._config_listeners):
+                listener()
+
+    def _reload_config(self, new_config) -> None:
         with self._config_lock:
             old = self._config
             old_kind, new_kind = old.WhichOneof("config"), new_config.WhichOneof("config")
@@ -141,6 +167,7 @@ class ServerCore:
                 new_config.model_config_list, old.model_config_list if old_kind else None
             )
             self._config = model_config.ModelServerConfig.FromString(new_config.SerializeToString())
+            self._configured_names = tuple(m.name for m in self._config.model_config_list.config)
             self._update_labels()
             logger.info("Adding/updating models.")
             self._add_models(old, first_models=self._source is None)
@@ -170,7 +197,13 @@ class ServerCore:
         if first_models:
             self._manager.set_num_load_threads(4 * schedulable_cpus())  # TF: fast initial load
             self._source = FileSystemStoragePathSource(
-                servables, self.options.file_system_poll_wait_seconds, self._manager.set_aspired_versions
+                servables,
+                self.options.file_system_poll_wait_seconds,
+                self._manager.set_aspired_versions,
+                self.options.file_system_settle_seconds,
+                cache_dir=self.options.remote_model_cache_dir,
+                storage_options=self.options.remote_storage_options,
+                error_callback=self._manager.set_source_error,
             )
             self._source.start()
             try:
@@ -185,6 +218,10 @@ class ServerCore:
     def _await(self, names: set[str], since: int, noun: str) -> None:
         reached = self._manager.wait_for_models(names, since)
         failed = {n: s for n, s in reached.items() if s.state is not ManagerState.AVAILABLE}
+        for name in [n for n, s in failed.items() if s.version == 0 and self._manager.source_error(n)]:
+            # An unreadable base path (object storage) holds up neither the other models nor the
+            # server: the model reports the error (GetModelStatus, log) and is polled on.
+            logger.error("Model %s is not available: %s", name, status_string(failed.pop(name).error))
         if failed:
             parts = "".join(
                 f"{{{ServableId(n, s.version)}"
@@ -200,3 +237,5 @@ class ServerCore:
         if self._source is not None:
             self._source.stop()
         self._manager.stop()
+        if self.batching is not None:
+            self.batching.stop(0.0)  # what the server's shutdown left queued fails now

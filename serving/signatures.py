@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -20,6 +21,7 @@ from apis.tensorflow.core.framework import types_pb2
 from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from apis.tensorflow_serving.apis import input_pb2, model_pb2
 from runtime import dtypes, errors
+from serving import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +164,10 @@ def run_examples(
     input_name, output_names = pre_process(signature, method_name_check=method_name_check)
     examples = serialized_examples(request.input)
     check_feed_dtypes([(signature.inputs[inputs_key].dtype, dtypes.DT_STRING)])
+    start = time.perf_counter()
     outputs = run_session(servable.bundle.session, output_names, {input_name: examples}, options)
+    api = "Classify" if response.DESCRIPTOR.name == "ClassificationResponse" else "Regress"
+    metrics.runtime_done(request.model_spec.name, api, time.perf_counter() - start)
     post_process(signature, len(examples), output_names, outputs, response.result)
     return response
 
@@ -247,6 +252,13 @@ def session_callable(session, feeds: Sequence[str], fetches: Sequence[str]) -> C
     (callers raise ``refused_feeds`` of it, as ``run_session`` does). Where the Session offers
     ``make_callable``, names are resolved and the plan found once, not per request."""
     fetches = list(fetches)
+    refusal = fetch_refusal(session, fetches)
+    if refusal is not None:
+
+        def refuse(*_, **__) -> list:
+            raise refusal
+
+        return refuse
     if hasattr(session, "make_callable") and len(set(feeds)) == len(feeds):
         try:
             return session.make_callable(fetches, list(feeds), accept_options=True)
@@ -259,6 +271,31 @@ def session_callable(session, feeds: Sequence[str], fetches: Sequence[str]) -> C
         return session.run(fetches, dict(zip(feeds, feed_values, strict=True)), options=options)
 
     return run
+
+
+def fetch_refusal(session, fetches: Sequence[str]) -> errors.OpError | None:
+    """What TF's C++ Session answers for a fetch naming an output its node lacks, as TF Serving
+    fetches every TensorInfo name as a tensor: a signature such as ``__saved_model_init_op``,
+    whose output names a NoOp, answers OUT_OF_RANGE. (Our Session, like TF's Python one, would
+    run such a name as a target and return None.)"""
+    graph = getattr(session, "graph", None)
+    if not hasattr(graph, "get_operation_by_name"):  # (a stand-in Session)
+        return None
+    for name in fetches:
+        op_name, _, index = name.partition(":")
+        try:
+            op = graph.get_operation_by_name(op_name)
+        except (KeyError, ValueError):
+            continue  # the run reports it
+        output = int(index) if index.isdigit() else 0
+        if output >= op.num_outputs:
+            return errors.OutOfRangeError(
+                None,
+                None,
+                f"Node '{op.name}' (type: '{op.type}', num of outputs: {op.num_outputs}) "
+                f"does not have output {output}",
+            )
+    return None
 
 
 def refused_feeds(e: Exception) -> errors.InvalidArgumentError:

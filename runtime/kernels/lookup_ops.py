@@ -22,6 +22,7 @@ import threading
 import numpy as np
 
 from runtime import dtypes, errors
+from runtime.kernels.dense_hash_table import DenseHashTable, check_types
 from runtime.kernels.registry import kernel
 from runtime.resources import ANONYMOUS_NAME, ResourceHandle, resource_key
 
@@ -32,31 +33,17 @@ _anonymous = itertools.count()
 class LookupTable:
     """A table's entries; ``value_shape`` is () except for tables of tensors."""
 
-    def __init__(self, key_dtype: int, value_dtype: int, value_shape=(), static: bool = False, **dense):
+    def __init__(self, key_dtype: int, value_dtype: int, value_shape=(), static: bool = False):
         self.key_dtype = key_dtype
         self.value_dtype = value_dtype
         self.value_shape = tuple(value_shape or ())
         self.static = static
         self.initialized = not static
         self.data: dict = {}
-        self.dense = dense  # MutableDenseHashTable: empty_key, deleted_key
         self.lock = threading.Lock()
 
     def check_types(self, keys: np.ndarray, values: np.ndarray | None = None) -> None:
-        key_dtype = _dtype_of(keys)
-        if key_dtype != self.key_dtype:
-            raise errors.InvalidArgumentError(
-                None,
-                None,
-                f"Key must be type {dtypes.name(self.key_dtype)} but got {dtypes.name(key_dtype)}",
-            )
-        if values is not None and _dtype_of(values) != self.value_dtype:
-            raise errors.InvalidArgumentError(
-                None,
-                None,
-                f"Value must be type {dtypes.name(self.value_dtype)} but got "
-                f"{dtypes.name(_dtype_of(values))}",
-            )
+        check_types(self.key_dtype, self.value_dtype, keys, values)
 
     def values_of(self, keys: np.ndarray, values: np.ndarray) -> list:
         """The values as one Python item per key (a numpy row for tables of tensors)."""
@@ -77,10 +64,6 @@ class LookupTable:
                 f"Expected shape {_shape(keys.shape)} for value, got {_shape(values.shape)}",
             )
         return values.reshape(-1).tolist()
-
-
-def _dtype_of(array: np.ndarray) -> int:
-    return dtypes.DT_STRING if array.dtype == object else dtypes.from_numpy(array.dtype)
 
 
 def _shape(shape) -> str:
@@ -156,34 +139,15 @@ def mutable_dense_hash_table_v2(
     empty_key, deleted_key, *, container="", shared_name="", use_node_name_sharing=False, key_dtype,
     value_dtype, value_shape=(), initial_num_buckets=131072, max_load_factor=0.8, ctx
 ):  # fmt: skip
-    empty = np.asarray(empty_key).reshape(-1).tolist()
-    deleted = np.asarray(deleted_key).reshape(-1).tolist()
-    if empty == deleted:
-        raise errors.InvalidArgumentError(None, None, "Empty and deleted keys must have different values")
     return _create_handle(
         ctx, container, shared_name, use_node_name_sharing,
-        lambda: LookupTable(key_dtype, value_dtype, value_shape, empty_key=empty, deleted_key=deleted),
+        lambda: DenseHashTable(
+            key_dtype, value_dtype, empty_key, deleted_key, value_shape, initial_num_buckets, max_load_factor
+        ),
     )  # fmt: skip
 
 
-def _flat_keys(table: LookupTable, keys: np.ndarray) -> list:
-    if table.dense:
-        key_width = len(table.dense["empty_key"])
-        rows = (
-            keys.reshape(-1, key_width).tolist()
-            if key_width > 1
-            else [[k] for k in keys.reshape(-1).tolist()]
-        )
-        for row in rows:
-            if row == table.dense["empty_key"]:
-                raise errors.InvalidArgumentError(
-                    None, None, "Using the empty_key as a table key is not allowed"
-                )
-            if row == table.dense["deleted_key"]:
-                raise errors.InvalidArgumentError(
-                    None, None, "Using the deleted_key as a table key is not allowed"
-                )
-        return [tuple(r) if key_width > 1 else r[0] for r in rows]
+def _flat_keys(keys: np.ndarray) -> list:
     return keys.reshape(-1).tolist()
 
 
@@ -194,10 +158,12 @@ def lookup_table_find_v2(table_handle, keys, default_value, *, ctx):
         raise errors.FailedPreconditionError(None, None, "Table not initialized.")
     keys = np.asarray(keys)
     table.check_types(keys)
+    if isinstance(table, DenseHashTable):
+        return table.find(keys, default_value)
     default = np.asarray(default_value)
     numpy_dtype = dtypes.as_numpy_dtype(table.value_dtype)
     data = table.data
-    flat = _flat_keys(table, keys) if table.dense else keys.reshape(-1).tolist()
+    flat = keys.reshape(-1).tolist()
     if not table.value_shape:
         if default.size != 1:
             raise errors.InvalidArgumentError(
@@ -207,7 +173,7 @@ def lookup_table_find_v2(table_handle, keys, default_value, *, ctx):
         out = np.empty(len(flat), dtype=numpy_dtype)
         out[:] = [data.get(k, fallback) for k in flat]
         return out.reshape(keys.shape)
-    key_shape = keys.shape[:-1] if table.dense and len(table.dense["empty_key"]) > 1 else keys.shape
+    key_shape = keys.shape
     default = np.broadcast_to(default, table.value_shape)
     rows = [data.get(k, default) for k in flat]
     out = np.empty((len(flat), *table.value_shape), dtype=numpy_dtype)
@@ -221,7 +187,7 @@ def _pairs(table: LookupTable, keys, values) -> list[tuple]:
     keys = np.asarray(keys)
     values = np.asarray(values)
     table.check_types(keys, values)
-    return list(zip(_flat_keys(table, keys), table.values_of(keys, values)))
+    return list(zip(_flat_keys(keys), table.values_of(keys, values)))
 
 
 def _initialize(table: LookupTable, pairs: list) -> None:
@@ -265,6 +231,9 @@ def lookup_table_import_v2(table_handle, keys, values, *, ctx):
     if table.static:
         _initialize(table, _pairs(table, keys, values))
         return None
+    if isinstance(table, DenseHashTable):
+        table.check_types(np.asarray(keys), np.asarray(values))
+        return table.import_values(keys, values)
     entries = dict(_pairs(table, keys, values))
     with table.lock:
         table.data = entries
@@ -288,6 +257,9 @@ def lookup_table_insert_v2(table_handle, keys, values, *, ctx):
     table = _table(table_handle, ctx)
     if table.static:
         raise errors.UnimplementedError(None, None, "HashTable does not support insert")
+    if isinstance(table, DenseHashTable):
+        table.check_types(np.asarray(keys), np.asarray(values))
+        return table.insert(keys, values)
     entries = dict(_pairs(table, keys, values))
     with table.lock:
         data = dict(table.data)
@@ -302,7 +274,9 @@ def lookup_table_remove_v2(table_handle, keys, *, ctx):
         raise errors.UnimplementedError(None, None, "HashTable does not support remove")
     keys = np.asarray(keys)
     table.check_types(keys)
-    flat = _flat_keys(table, keys)
+    if isinstance(table, DenseHashTable):
+        return table.remove(keys)
+    flat = _flat_keys(keys)
     with table.lock:
         data = dict(table.data)
         for key in flat:
@@ -312,22 +286,21 @@ def lookup_table_remove_v2(table_handle, keys, *, ctx):
 
 @kernel("LookupTableSizeV2", "LookupTableSize", stateful=True)
 def lookup_table_size_v2(table_handle, *, ctx):
-    return np.array(len(_table(table_handle, ctx).data), dtype=np.int64)
+    table = _table(table_handle, ctx)
+    size = table.size() if isinstance(table, DenseHashTable) else len(table.data)
+    return np.array(size, dtype=np.int64)
 
 
 @kernel("LookupTableExportV2", "LookupTableExport", stateful=True)
 def lookup_table_export_v2(table_handle, *, Tkeys, Tvalues, ctx):
-    """Every (key, value), in insertion order (TF's order is its hash map's, unspecified)."""
+    """Every (key, value), in insertion order (TF's order is its hash map's, unspecified); a
+    dense table's every bucket, as TF's."""
     table = _table(table_handle, ctx)
+    if isinstance(table, DenseHashTable):
+        return table.export_values()
     data = table.data
-    key_numpy = dtypes.as_numpy_dtype(table.key_dtype)
-    keys = np.empty(len(data), dtype=key_numpy) if not table.dense else None
-    if table.dense:
-        keys = np.array(list(data), dtype=key_numpy).reshape(len(data), -1)
-        if len(table.dense["empty_key"]) == 1:
-            keys = keys.reshape(-1)
-    else:
-        keys[:] = list(data)
+    keys = np.empty(len(data), dtype=dtypes.as_numpy_dtype(table.key_dtype))
+    keys[:] = list(data)
     values = np.empty((len(data), *table.value_shape), dtype=dtypes.as_numpy_dtype(table.value_dtype))
     for i, value in enumerate(data.values()):
         values[i] = value

@@ -1,148 +1,161 @@
 """Regex ops: RegexReplace, StaticRegexReplace, RegexFullMatch, StaticRegexFullMatch.
 
-TF's regexes are RE2's; ``compile_re2`` translates RE2's syntax to Python's ``re`` where they
-differ (``$``, ``\\z``, POSIX classes, rewrite strings) and refuses what it cannot translate.
-Strings are numpy object arrays of ``bytes``, as in ``string_ops.py``.
+TF's regex kernels run RE2, and so do ours (``google-re2``): the same syntax (POSIX classes such as
+``[[:^alpha:]]``, ``\\p{L}``, ``\\Q...\\E``), the same leftmost-first matching over UTF-8 bytes, and
+linear time whatever the pattern and input. A backtracking engine would let one request string
+stall a worker (``(a+)+$`` over 27 characters takes seconds in Python's ``re``); RE2 bounds both
+time and memory (its ``max_mem``, 8 MiB by default as in TF, refuses larger programs).
+
+This module is the package's one door to RE2: ``compile_re2`` (cached, TF's error text), and
+``replace`` / ``global_replace`` with RE2's own rewrite rules, which TF calls as ``RE2::Replace``
+and ``RE2::GlobalReplace``. Strings are numpy object arrays of ``bytes``, as in ``string_ops.py``.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 
 import numpy as np
+import re2
 
-from runtime import errors
 from runtime.kernels.registry import kernel
 from runtime.kernels.string_ops import _invalid, _map, _shape, _strings
 
-_POSIX_CLASSES = {
-    "alnum": "0-9A-Za-z",
-    "alpha": "A-Za-z",
-    "ascii": "\\x00-\\x7f",
-    "blank": "\\t ",
-    "cntrl": "\\x00-\\x1f\\x7f",
-    "digit": "0-9",
-    "graph": "!-~",
-    "lower": "a-z",
-    "print": " -~",
-    "punct": "!-/:-@\\[-`{-~",
-    "space": "\\t\\n\\v\\f\\r ",
-    "upper": "A-Z",
-    "word": "0-9A-Za-z_",
-    "xdigit": "0-9A-Fa-f",
-}
-_UNSUPPORTED_ESCAPES = {
-    "p": "Unicode classes (\\p)",
-    "P": "Unicode classes (\\P)",
-    "Q": "\\Q...\\E",
-    "C": "\\C",
-}
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # TF's error reaches the client; RE2's own log line would be noise
 
 
-def _text(value) -> str:
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+def _bytes(value: bytes | str) -> bytes:
+    return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else value
 
 
 @functools.lru_cache(maxsize=256)
-def compile_re2(pattern: bytes | str) -> re.Pattern:
-    """An RE2 pattern as a Python ``re`` pattern over str (UTF-8 decoded, ASCII classes as RE2's).
+def compile_re2(pattern: bytes | str):
+    """``pattern`` compiled by RE2 with TF's options (RE2's defaults: UTF-8, Perl classes).
 
-    RE2's ``$`` and ``\\z`` match only at the end of the text (Python's ``$`` also before a final
-    newline); POSIX classes (``[[:alpha:]]``) become ASCII ranges. Unicode classes and ``\\Q``
-    are refused with UnimplementedError rather than silently matching something else.
+    An invalid pattern raises TF's InvalidArgumentError "Invalid pattern: <p>, error: <RE2's>".
     """
-    text = _text(pattern)
-    multiline = re.search(r"\(\?[a-zA-Z]*m", text) is not None
-    out, i, in_class = [], 0, False
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            escaped = text[i + 1 : i + 2]
-            if escaped in _UNSUPPORTED_ESCAPES:
-                raise errors.UnimplementedError(
-                    None, None, f"RE2 pattern {text!r} uses {_UNSUPPORTED_ESCAPES[escaped]}, not supported"
-                )
-            out.append("\\Z" if escaped == "z" and not in_class else text[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            posix = re.match(r"\[:(\^?)([a-z]+):\]", text[i:])
-            if posix and posix.group(2) in _POSIX_CLASSES and not posix.group(1):
-                out.append(_POSIX_CLASSES[posix.group(2)])
-                i += posix.end()
-                continue
-            if c == "]":
-                in_class = False
-        elif c == "[":
-            in_class = True
-            out.append(c)
-            i += 1
-            if text[i : i + 1] == "^":
-                out.append("^")
-                i += 1
-            if text[i : i + 1] == "]":  # a leading ] is a literal
-                out.append("\\]")
-                i += 1
-            continue
-        elif c == "$" and not multiline:
-            c = "\\Z"
-        out.append(c)
-        i += 1
+    raw = _bytes(pattern)
     try:
-        return re.compile("".join(out), re.ASCII)
-    except re.error as e:
-        raise _invalid(f"Invalid pattern: {text}, error: {e}") from None
+        return re2.compile(raw, _OPTIONS)
+    except re2.error as e:
+        reason = e.args[0] if e.args else ""
+        reason = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+        raise _invalid(f"Invalid pattern: {raw.decode('utf-8', 'replace')}, error: {reason}") from None
 
 
 @functools.lru_cache(maxsize=256)
-def rewrite_template(rewrite: bytes | str):
-    """An RE2 rewrite string (``\\0``..``\\9`` groups, ``\\\\`` a backslash) as a ``re.sub`` function."""
-    text = _text(rewrite)
+def _rewrite_parts(rewrite: bytes) -> tuple[tuple, bool, int]:
+    """RE2's rewrite string as (parts, valid, highest group named): parts are bytes literals and
+    group numbers (``\\0``..``\\9``; ``\\\\`` is a backslash). Any other escape ends the parts there
+    and makes it invalid: RE2's ``Rewrite`` then fails after writing what came before."""
     parts: list = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            escaped = text[i + 1 : i + 2]
-            if escaped.isdigit():
-                parts.append(int(escaped))
-            elif escaped == "\\":
-                parts.append("\\")
-            else:
-                raise _invalid(f"invalid rewrite pattern: {text}")
-            i += 2
+    literal = bytearray()
+    valid = True
+    for escaped, text in _escapes(rewrite):
+        literal += text
+        if escaped is None:
             continue
-        parts.append(c)
-        i += 1
-    if all(isinstance(p, str) for p in parts):
-        literal = "".join(parts)
-        return lambda match: literal
-    return lambda match: "".join(p if isinstance(p, str) else (match.group(p) or "") for p in parts)
+        if escaped.isdigit():
+            parts += [bytes(literal), int(escaped)]
+            literal.clear()
+        elif escaped == b"\\":
+            literal += escaped
+        else:
+            valid = False
+            break
+    parts.append(bytes(literal))
+    # RE2's MaxSubmatch reads the whole string, past an invalid escape too.
+    highest = max((int(e) for e, _ in _escapes(rewrite) if e and e.isdigit()), default=0)
+    return tuple(p for p in parts if p != b""), valid, highest
+
+
+def _escapes(rewrite: bytes):
+    """(escaped character or None, literal text before it) pairs; b"" for a final backslash."""
+    start = 0
+    while (i := rewrite.find(b"\\", start)) >= 0:
+        yield rewrite[i + 1 : i + 2], rewrite[start:i]
+        start = i + 2
+    yield None, rewrite[start:]
+
+
+def _rewrite(match, parts: tuple) -> bytes:
+    return b"".join(p if isinstance(p, bytes) else (match.group(p) or b"") for p in parts)
+
+
+def replace(text: bytes, compiled, rewrite: bytes) -> bytes:
+    """``RE2::Replace``: the first match rewritten; ``text`` unchanged when nothing matches, the
+    rewrite names a group the pattern lacks, or the rewrite is invalid."""
+    parts, valid, highest = _rewrite_parts(rewrite)
+    if highest > compiled.groups or not valid:
+        return text
+    match = compiled.search(text)
+    if match is None:
+        return text
+    start, end = match.span()
+    return text[:start] + _rewrite(match, parts) + text[end:]
+
+
+def global_replace(text: bytes, compiled, rewrite: bytes) -> bytes:
+    """``RE2::GlobalReplace``: every non-overlapping match rewritten, left to right. An empty match
+    right where the previous match ended is skipped (one UTF-8 character, or one byte when that is
+    no valid character, is copied instead), so ``a*`` over ``baaa`` gives ``-b-`` and not ``-b--``.
+    An invalid rewrite writes its valid prefix per match; a missing group leaves ``text`` as is."""
+    parts, valid, highest = _rewrite_parts(rewrite)
+    if highest > compiled.groups:
+        return text
+    out: list[bytes] = []
+    position, last_end, count = 0, -1, 0
+    while position <= len(text):
+        match = compiled.search(text, position)
+        if match is None:
+            break
+        start, end = match.span()
+        out.append(text[position:start])
+        if start == end == last_end:
+            step = _char_length(text, position) or 1
+            out.append(text[position : position + step])
+            position += step
+            continue
+        out.append(_rewrite(match, parts))
+        position = last_end = end
+        count += 1
+    if count == 0:
+        return text
+    out.append(text[position:])
+    return b"".join(out)
+
+
+def _char_length(text: bytes, position: int) -> int:
+    """Length of the valid UTF-8 character at ``position`` (surrogates allowed, as RE2's
+    ``chartorune``), or 0 where there is none."""
+    for length in range(1, 5):
+        try:
+            text[position : position + length].decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            continue
+        return length if position + length <= len(text) else 0
+    return 0
 
 
 def _regex_replace(input, pattern: bytes | str, rewrite: bytes | str, replace_global: bool) -> np.ndarray:
     compiled = compile_re2(pattern)
-    template = rewrite_template(rewrite)
-    count = 0 if replace_global else 1
-
-    def replace(s: bytes) -> bytes:
-        text = s.decode("utf-8", "surrogateescape")
-        return compiled.sub(template, text, count=count).encode("utf-8", "surrogateescape")
-
-    return _map(input, replace)
+    rewrite = _bytes(rewrite)
+    apply = global_replace if replace_global else replace
+    return _map(input, lambda s: apply(s, compiled, rewrite))
 
 
-def _scalar_text(value) -> bytes:
+def _scalar_text(value, what: str = "Pattern") -> bytes:
     array = _strings(value)
     if array.ndim != 0:
-        raise _invalid(f"Pattern must be scalar, but received {_shape(array)}")
+        raise _invalid(f"{what} must be scalar, but received {_shape(array)}")
     return array.item()
 
 
 @kernel("RegexReplace")
 def regex_replace(input, pattern, rewrite, *, replace_global=True):
-    return _regex_replace(input, _scalar_text(pattern), _scalar_text(rewrite), replace_global)
+    compile_re2(_scalar_text(pattern))  # TF checks the pattern before the rewrite's shape
+    return _regex_replace(input, _scalar_text(pattern), _scalar_text(rewrite, "Rewrite"), replace_global)
 
 
 @kernel("StaticRegexReplace")
@@ -152,9 +165,7 @@ def static_regex_replace(input, *, pattern, rewrite, replace_global=True):
 
 def _full_match(input, pattern) -> np.ndarray:
     compiled = compile_re2(pattern)
-    return _map(
-        input, lambda s: compiled.fullmatch(s.decode("utf-8", "surrogateescape")) is not None, np.bool_
-    )
+    return _map(input, lambda s: compiled.fullmatch(s) is not None, np.bool_)
 
 
 @kernel("RegexFullMatch")

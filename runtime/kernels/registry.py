@@ -46,6 +46,7 @@ class KernelDef:
     per_node: bool = False
     constant: bool = False  # no inputs, the same value every run: a plan computes it once
     attr_names: frozenset[str] = field(default_factory=frozenset)
+    required_attrs: frozenset[str] = field(default_factory=frozenset)  # attrs without a default
     takes_all_attrs: bool = False
     needs_context: bool = False
 
@@ -96,6 +97,11 @@ def kernel(
             per_node=per_node,
             constant=constant,
             attr_names=frozenset(keyword_only - {"ctx"}),
+            required_attrs=frozenset(
+                p.name
+                for p in params
+                if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is p.empty and p.name != "ctx"
+            ),
             takes_all_attrs=any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params),
             needs_context="ctx" in keyword_only,
         )

@@ -11,7 +11,8 @@ Usage::
 
 - ``model_server(*flags, wait=True, timeout=60)`` starts ``model_server`` (the console script
   next to this Python when installed, else ``python -m serving``) with ``--port=<free port>``
-  and ``--grpc_bind_address=127.0.0.1`` added (pass your own ``--port=...`` to override),
+  and ``--grpc_bind_address=127.0.0.1`` and ``--lame_duck_seconds=0`` added (pass your own
+  ``--port=...`` or ``--lame_duck_seconds=...`` to override),
   waits until the health service answers SERVING (``wait=False``: don't), and returns a
   ``ModelServerProcess``: ``.port``, ``.address``, ``.channel()`` (cached, closed on stop),
   ``.new_channel(target=None, options=None)`` (another channel, e.g. with raised message
@@ -189,6 +190,8 @@ def model_server(tmp_path):
                     port = int(flags[i + 1])
         if not any(f.startswith("--grpc_bind_address") for f in flags):
             flags.insert(1, "--grpc_bind_address=127.0.0.1")
+        if not any(f.startswith("--lame_duck_seconds") for f in flags):
+            flags.insert(1, "--lame_duck_seconds=0")  # tests stop servers often; drain tests set it
         log = tmp_path / f"model_server_{len(started)}.log"
         server = ModelServerProcess([*server_command(), *flags], log, port or None)
         started.append(server)

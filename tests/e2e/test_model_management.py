@@ -443,3 +443,31 @@ def _serving(channel) -> bool:
         return status(channel, "default") == {123: (State.AVAILABLE, 0)}
     except grpc.RpcError:
         return False
+
+
+def test_a_broken_model_waiting_to_retry_does_not_hold_up_a_healthy_one(model_server, model_dir, tmp_path):
+    """One load slot (the default): model "broken" gets a corrupt version 2 that fails and waits a
+    minute to retry; model "healthy" gets a version 2 meanwhile, which loads within seconds.
+    Version 1 of "broken" serves throughout."""
+    broken = model_dir(MODEL, versions={ORIGINAL_VERSION: "1"})
+    healthy = model_dir(MODEL, versions={ORIGINAL_VERSION: "1"})
+    config = tmp_path / "two_models.conf"
+    config.write_text(config_text(("broken", broken), ("healthy", healthy)))
+    server = model_server(f"--model_config_file={config}", "--load_retry_interval_micros=60000000")
+    channel = server.channel()
+    os.makedirs(os.path.join(broken, "2"))
+    with open(os.path.join(broken, "2", "saved_model.pb"), "wb") as f:
+        f.write(b"\x0a\xff\xff corrupt")
+    wait_for(lambda: "version: 2} failed" in server.output(), what="the broken load to fail")
+    shutil.copytree(os.path.join(healthy, "1"), os.path.join(healthy, "2"))
+    started = time.monotonic()
+    wait_for(
+        lambda: status(channel, "healthy").get(2, (None,))[0] == State.AVAILABLE,
+        timeout=30,
+        what="healthy v2",
+    )
+    assert time.monotonic() - started < 30  # before: held up for the broken model's 60 s retry wait
+    assert status(channel, "broken")[2][0] == State.LOADING  # still waiting to retry
+    assert predict(channel, "broken") == (3.0, 1)
+    assert predict(channel, "healthy") == (3.0, 2)
+    assert server.stop() == 0

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from apis.tensorflow.core.framework import graph_pb2, tensor_pb2
+from apis.tensorflow.core.framework import graph_pb2, tensor_pb2, tensor_shape_pb2
 from apis.tensorflow.core.protobuf import config_pb2
 from loader import load_saved_model
 from runtime import Graph, Session, errors, frames
@@ -82,6 +82,8 @@ def graph_of(*nodes: tuple) -> Graph:
                 node.attr[key].s = value.encode()
             elif isinstance(value, bool):
                 node.attr[key].b = value
+            elif isinstance(value, list) and key == "shape":
+                node.attr[key].shape.dim.extend(tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in value)
             elif isinstance(value, list):
                 node.attr[key].list.type.extend(value)
             elif key in ("T", "dtype"):
@@ -226,14 +228,13 @@ def test_fetching_inside_a_frame_is_reported():
         Session(graph=graph).run("add:0", {"n:0": 2})
 
 
-def test_cycle_outside_any_frame_is_reported():
-    graph = graph_of(
-        ("x", "Placeholder", [], {"dtype": INT}),
-        ("a", "AddV2", ["x", "b"], {"T": INT}),
-        ("b", "Identity", ["a"], {"T": INT}),
-    )
-    with pytest.raises(errors.UnimplementedError, match="^Graph has a cycle through node"):
-        Session(graph=graph).run("b:0", {"x:0": 1})
+def test_cycle_outside_any_frame_is_refused_at_import_as_tf_refuses_it():
+    with pytest.raises(errors.InvalidArgumentError, match="^2 nodes in a cycle$"):
+        graph_of(
+            ("x", "Placeholder", [], {"dtype": INT}),
+            ("a", "AddV2", ["x", "b"], {"T": INT}),
+            ("b", "Identity", ["a"], {"T": INT}),
+        )
 
 
 def test_loops_run_from_many_threads_at_once():
@@ -281,7 +282,7 @@ def test_ref_variable_enters_the_loop_by_reference():
     """RefEnter keeps a TF1 ref variable a ref inside the frame; a read sees later assigns."""
     graph = graph_of(
         ("n", "Placeholder", [], {"dtype": INT}),
-        ("v", "VariableV2", [], {"dtype": INT}),
+        ("v", "VariableV2", [], {"dtype": INT, "shape": []}),
         const("v_init_value", np.int32(10)),
         ("v_init", "Assign", ["v", "v_init_value"], {"T": INT}),
         *counting_loop(),

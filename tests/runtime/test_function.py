@@ -109,7 +109,10 @@ def test_unsupported_ops_inside_functions_are_reported_with_the_callers():
     fdef.signature.name = "uses_py"
     fdef.signature.input_arg.add(name="x", type=dtypes.DT_FLOAT)
     fdef.signature.output_arg.add(name="y", type=dtypes.DT_FLOAT)
-    fdef.node_def.add(name="py", op="PyFunc", input=["x"]).attr["Tout"].list.type.append(dtypes.DT_FLOAT)
+    py = fdef.node_def.add(name="py", op="PyFunc", input=["x"])
+    py.attr["Tout"].list.type.append(dtypes.DT_FLOAT)
+    py.attr["Tin"].list.type.append(dtypes.DT_FLOAT)
+    py.attr["token"].s = b"pyfunc_0"
     fdef.node_def.add(name="other", op="Frobnicate", input=["py:output:0"])
     fdef.ret["y"] = "other:output:0"
     graph = _library_graph(

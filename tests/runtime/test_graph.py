@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from apis.tensorflow.core.framework import attr_value_pb2, graph_pb2
+from apis.tensorflow.core.framework import attr_value_pb2, graph_pb2, types_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from runtime import DeviceSpec, Graph, dtypes
 from runtime.attrs import AttrPlaceholder, FuncAttr, decode
@@ -65,9 +65,9 @@ def test_graph_def_round_trip_and_collections():
 
 def test_import_meta_graph_restores_every_collection_kind():
     meta_graph = meta_graph_pb2.MetaGraphDef()
-    meta_graph.graph_def.node.add(name="c", op="Const").attr["value"].tensor.CopyFrom(
-        make_tensor_proto(np.float32(1))
-    )
+    const = meta_graph.graph_def.node.add(name="c", op="Const")
+    const.attr["value"].tensor.CopyFrom(make_tensor_proto(np.float32(1)))
+    const.attr["dtype"].type = types_pb2.DT_FLOAT
     collections = meta_graph.collection_def
     collections["nodes"].node_list.value.extend(["c", "c:0"])
     collections["bytes"].bytes_list.value.append(b"\x00raw")
@@ -86,8 +86,10 @@ def test_import_meta_graph_restores_every_collection_kind():
 
 def test_import_with_prefix_duplicates_unknown_inputs_finalize_and_version():
     graph_def = graph_pb2.GraphDef()
-    graph_def.node.add(name="a", op="Const")
-    graph_def.node.add(name="b", op="Identity", input=["a:0", "^a"])
+    const = graph_def.node.add(name="a", op="Const")
+    const.attr["value"].tensor.CopyFrom(make_tensor_proto(np.float32(1)))
+    const.attr["dtype"].type = types_pb2.DT_FLOAT
+    graph_def.node.add(name="b", op="Identity", input=["a:0", "^a"]).attr["T"].type = types_pb2.DT_FLOAT
     graph = Graph()
     version = graph.version
     graph.import_graph_def(graph_def, name="p")
@@ -103,7 +105,7 @@ def test_import_with_prefix_duplicates_unknown_inputs_finalize_and_version():
         graph.import_graph_def(broken)
     no_output = graph_pb2.GraphDef()
     no_output.node.add(name="n", op="NoOp")
-    no_output.node.add(name="m", op="Identity", input=["n:0"])
+    no_output.node.add(name="m", op="Identity", input=["n:0"]).attr["T"].type = types_pb2.DT_FLOAT
     with pytest.raises(ValueError, match="^Node 'm': Connecting to invalid output 0 of source node n"):
         graph.import_graph_def(no_output)
     graph.finalize()
@@ -114,7 +116,7 @@ def test_import_with_prefix_duplicates_unknown_inputs_finalize_and_version():
 def test_outputs_of_ops_tf_does_not_know_are_inferred():
     graph_def = graph_pb2.GraphDef()
     graph_def.node.add(name="custom", op="MyCustomOp")
-    graph_def.node.add(name="use", op="Identity", input=["custom:2"])
+    graph_def.node.add(name="use", op="Identity", input=["custom:2"]).attr["T"].type = types_pb2.DT_FLOAT
     graph = Graph.from_graph_def(graph_def)
     assert graph.get_operation_by_name("custom").num_outputs == 3
     assert graph.get_tensor_by_name("custom:4").name == "custom:4"  # its kernel decides

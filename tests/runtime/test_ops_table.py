@@ -16,6 +16,13 @@ def test_ops_md_is_current():
     assert ops_table.OPS_MD.read_text() == ops_table.generate(), HINT
 
 
+def test_the_seen_table_is_part_of_the_repository():
+    """``make test`` on a fresh clone: the generator reads nothing outside the repository."""
+    assert ops_table.DEFAULT_SEEN.is_file()
+    assert ops_table.DEFAULT_SEEN.is_relative_to(ops_table.REPO_ROOT)
+    assert ops_table.seen_ops(ops_table.DEFAULT_SEEN)["Placeholder"] > 0
+
+
 def test_every_kernel_has_a_row_and_refused_ops_have_no_kernel():
     """Kernels a test registers (``_TestSleep``) or delegation's ``_OrtCluster`` are not TF ops."""
     rows = {

@@ -29,7 +29,6 @@ REBUILD = "run `python -m tests.oracle build --force --only breadth_records`"
 
 # Errors whose text cannot be TF's (every other error must match TF's message exactly).
 MESSAGE_DIFFERENCES = {
-    "RegexReplace.b002": "Python's re words pattern errors differently from RE2",
     "StringToHashBucketFast.b003": "TF rejects num_buckets=0 when building the graph, in Python",
     # StringJoin's kernel is the loader's (runtime/kernels/io_ops.py); TF says "[2] vs. [3]".
     "StringJoin.b003": "io_ops.StringJoin prints the shapes as Python tuples",
@@ -328,12 +327,14 @@ def test_tables_serve_concurrent_lookups() -> None:
         ("query", types_pb2.DT_STRING),
     ):
         graph_def.node.add(name=name, op="Placeholder").attr["dtype"].type = dtype
-    graph_def.node.add(name="init", op="InitializeTableV2", input=["table", "keys", "values"])
+    init = graph_def.node.add(name="init", op="InitializeTableV2", input=["table", "keys", "values"])
+    init.attr["Tkey"].type, init.attr["Tval"].type = types_pb2.DT_STRING, types_pb2.DT_INT64
     default = graph_def.node.add(name="default", op="Const")
     default.attr["dtype"].type = types_pb2.DT_INT64
     default.attr["value"].tensor.dtype = types_pb2.DT_INT64
     default.attr["value"].tensor.int64_val.append(-1)
-    graph_def.node.add(name="find", op="LookupTableFindV2", input=["table", "query", "default"])
+    find = graph_def.node.add(name="find", op="LookupTableFindV2", input=["table", "query", "default"])
+    find.attr["Tin"].type, find.attr["Tout"].type = types_pb2.DT_STRING, types_pb2.DT_INT64
     words = np.array([f"w{i}".encode() for i in range(1000)], dtype=object)
     with Session(graph=Graph.from_graph_def(graph_def)) as session:
         session.run("init", {"keys:0": words, "values:0": np.arange(1000)})

@@ -112,7 +112,7 @@ def test_pyfunc_is_never_executed():
 # -- hand-made graphs --------------------------------------------------------------------------
 def make_graph(*nodes: tuple) -> Graph:
     """A Graph from (name, op, inputs, attrs) tuples; attr values: DataType ints (or lists),
-    arrays, str, bool."""
+    arrays, str, bool, and a list of dims for ``shape``."""
     graph_def = graph_pb2.GraphDef()
     for name, op, inputs, attrs in nodes:
         node = graph_def.node.add(name=name, op=op)
@@ -122,6 +122,10 @@ def make_graph(*nodes: tuple) -> Graph:
                 node.attr[key].tensor.CopyFrom(make_tensor_proto(value))
             elif isinstance(value, str):
                 node.attr[key].s = value.encode()
+            elif key == "shape":  # a list of dims
+                node.attr[key].shape.SetInParent()
+                for size in value:
+                    node.attr[key].shape.dim.add().size = size
             elif isinstance(value, list):
                 node.attr[key].list.type.extend(value)
             elif isinstance(value, bool):
@@ -142,9 +146,9 @@ def test_unsupported_ops_are_reported_at_once_with_counts():
         ("x", "Placeholder", [], {"dtype": 1}),
         ("a", "Foo", ["x"], {}),
         ("b", "Foo", ["a"], {}),
-        ("c", "PyFunc", ["b"], {"Tout": [1]}),
+        ("c", "PyFunc", ["b"], {"Tin": [1], "Tout": [1], "token": "pyfunc_0"}),
         ("d", "Foo", ["c"], {}),
-        ("e", "EagerPyFunc", ["d"], {}),
+        ("e", "EagerPyFunc", ["d"], {"Tin": [1], "Tout": [1], "token": "pyfunc_1"}),
     )
     with pytest.raises(errors.UnimplementedError) as info:
         Session(graph=graph).run("e", {"x:0": 1.0})
@@ -333,10 +337,9 @@ def test_tf1_cond_switch_merge_matches_tensorflow():
     check_runs("cond_v1")
 
 
-def test_cycles_are_reported_not_looped():
-    graph = make_graph(("a", "Identity", ["b"], {"T": 1}), ("b", "Identity", ["a"], {"T": 1}))
-    with pytest.raises(errors.UnimplementedError, match="^Graph has a cycle through node"):
-        Session(graph=graph).run("a:0")
+def test_cycles_are_refused_at_import_not_looped():
+    with pytest.raises(errors.InvalidArgumentError, match="^2 nodes in a cycle$"):
+        make_graph(("a", "Identity", ["b"], {"T": 1}), ("b", "Identity", ["a"], {"T": 1}))
 
 
 class _Big(np.ndarray):

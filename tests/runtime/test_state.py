@@ -16,10 +16,10 @@ def test_variables_match_tensorflow():
 def _handles() -> Graph:
     f = dtypes.DT_FLOAT
     return make_graph(
-        ("a", "VarHandleOp", [], {"dtype": f, "shared_name": "shared"}),
-        ("b", "VarHandleOp", [], {"dtype": f, "shared_name": "shared"}),
-        ("c", "VarHandleOp", [], {"dtype": f, "shared_name": "shared", "container": "other"}),
-        ("unnamed", "VarHandleOp", [], {"dtype": f}),
+        ("a", "VarHandleOp", [], {"dtype": f, "shape": [], "shared_name": "shared"}),
+        ("b", "VarHandleOp", [], {"dtype": f, "shape": [], "shared_name": "shared"}),
+        ("c", "VarHandleOp", [], {"dtype": f, "shape": [], "shared_name": "shared", "container": "other"}),
+        ("unnamed", "VarHandleOp", [], {"dtype": f, "shape": []}),
         ("value", "Const", [], {"value": np.array([1.0, 2.0], np.float32), "dtype": f}),
         ("set_a", "AssignVariableOp", ["a", "value"], {"dtype": f}),
         ("read_b", "ReadVariableOp", ["b"], {"dtype": f}),
@@ -64,7 +64,7 @@ def test_assign_checks_shapes_like_tf():
     f = dtypes.DT_FLOAT
     session = Session(
         graph=make_graph(
-            ("v", "VariableV2", [], {"dtype": f}),
+            ("v", "VariableV2", [], {"dtype": f, "shape": []}),
             ("two", "Const", [], {"value": np.zeros(2, np.float32), "dtype": f}),
             ("three", "Const", [], {"value": np.zeros(3, np.float32), "dtype": f}),
             ("set2", "Assign", ["v", "two"], {"T": f}),
@@ -85,11 +85,11 @@ def test_resource_gather_bounds():
     f = dtypes.DT_FLOAT
     session = Session(
         graph=make_graph(
-            ("v", "VarHandleOp", [], {"dtype": f, "shared_name": "v"}),
-            ("value", "Const", [], {"value": np.arange(6, dtype=np.float32).reshape(3, 2)}),
+            ("v", "VarHandleOp", [], {"dtype": f, "shape": [], "shared_name": "v"}),
+            ("value", "Const", [], {"value": np.arange(6, dtype=np.float32).reshape(3, 2), "dtype": f}),
             ("init", "AssignVariableOp", ["v", "value"], {"dtype": f}),
-            ("idx", "Const", [], {"value": np.array([2, 5], np.int32)}),
-            ("gather", "ResourceGather", ["v", "idx"], {"dtype": f}),
+            ("idx", "Const", [], {"value": np.array([2, 5], np.int32), "dtype": dtypes.DT_INT32}),
+            ("gather", "ResourceGather", ["v", "idx"], {"dtype": f, "Tindices": dtypes.DT_INT32}),
         )
     )
     session.run("init")

@@ -99,6 +99,18 @@ def test_every_flag_is_an_option_field():
     assert {f.name for f in cli.FLAGS} <= fields
 
 
+def test_every_flag_is_claimed_by_itself():
+    """TF's parser gives an argument to the first flag whose name prefixes it: a new flag must
+    not be swallowed by an earlier one (``--version`` would take ``--version_x``)."""
+    for flag in cli.FLAGS:
+        value = {cli.BOOL: "true", cli.STRING: "x", cli.FLOAT: "1.5"}.get(flag.type, "7")
+        options, unknown = cli.parse_flags([f"--{flag.name}={value}"])
+        assert unknown == [], flag.name
+        assert getattr(options, flag.name) != getattr(ServerOptions(), flag.name) or flag.type == cli.BOOL, (
+            flag.name
+        )
+
+
 def test_main_version(capsys):
     assert cli.main(["--version"]) == 0
     out = capsys.readouterr().out

@@ -121,6 +121,7 @@ def test_hot_swap_never_loses_availability(loader, tmp_path):
     thread.start()
     manager.set_aspired_versions("m", [AspiredVersion(2, make_version(tmp_path, 2))])
     wait_until(lambda: states(manager, "m") == {2: ManagerState.AVAILABLE, 1: ManagerState.END})
+    wait_until(lambda: 2 in seen)  # the client thread may be slow to run on a busy machine
     done.set()
     thread.join()
     manager.stop()
@@ -398,6 +399,52 @@ def test_version_removed_while_retrying_stops_retrying(loader, tmp_path):
     manager.set_aspired_versions("m", [])
     wait_until(lambda: states(manager, "m") == {1: ManagerState.END})
     assert loader.calls.count(bad) == 1
+    manager.stop()
+
+
+def test_a_failing_model_waiting_to_retry_does_not_hold_up_another(loader, tmp_path):
+    """One load slot (--num_load_threads=0): model "bad" fails and waits a minute to retry;
+    model "good" loads meanwhile, and "bad" still retries when its directory changes."""
+    manager = AspiredVersionsManager(
+        loader, num_load_threads=0, max_num_load_retries=5, load_retry_interval_seconds=60
+    )
+    bad = make_version(tmp_path / "bad", 1, broken=True)
+    manager.set_aspired_versions("bad", [AspiredVersion(1, bad)])
+    wait_until(lambda: manager._harnesses["bad"][1].waiting_retry)
+    manager.set_aspired_versions("good", [AspiredVersion(1, make_version(tmp_path / "good", 1))])
+    wait_until(lambda: manager.available_versions("good") == [1], timeout=5)
+    assert states(manager, "bad") == {1: ManagerState.LOADING}
+    os.remove(os.path.join(bad, "BROKEN"))  # fixed on disk: the next poll retries at once
+    manager.set_aspired_versions("bad", [AspiredVersion(1, bad)])
+    wait_until(lambda: manager.available_versions("bad") == [1], timeout=5)
+    assert manager._loads_in_flight == 0
+    manager.stop()
+
+
+def test_a_retry_waits_for_a_free_load_slot(tmp_path):
+    """A retry takes its slot back before loading: with one slot busy, it waits."""
+    gate, calls = threading.Event(), []
+
+    def load(path, servable_id):
+        calls.append(servable_id)
+        if servable_id.name == "slow":
+            gate.wait(5)
+        elif len([c for c in calls if c.name == "bad"]) == 1:
+            raise errors.DataLossError(None, None, "first try fails")
+        return FakeBundle(path)
+
+    manager = AspiredVersionsManager(
+        load, num_load_threads=0, max_num_load_retries=1, load_retry_interval_seconds=0.05
+    )
+    manager.set_aspired_versions("bad", [AspiredVersion(1, make_version(tmp_path / "bad", 1))])
+    wait_until(lambda: manager._harnesses["bad"][1].waiting_retry)
+    manager.set_aspired_versions("slow", [AspiredVersion(1, make_version(tmp_path / "slow", 1))])
+    wait_until(lambda: any(c.name == "slow" for c in calls))
+    time.sleep(0.2)  # the retry interval has passed; the slot is the slow load's
+    assert [c.name for c in calls] == ["bad", "slow"]
+    gate.set()
+    wait_until(lambda: manager.available_versions("bad") == [1] and manager.available_versions("slow") == [1])
+    assert manager._loads_in_flight == 0
     manager.stop()
 
 

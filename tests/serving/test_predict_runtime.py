@@ -124,3 +124,23 @@ def test_regress_feeds_serialized_examples_as_tf_serving_does(servable):
     with pytest.raises(errors.InvalidArgumentError) as info:
         run_regress(servable, req)
     assert info.value.message == "Expects arg[0] to be float but string is provided"
+
+
+def test_predict_on_the_init_op_signature_answers_as_tf_servings_session():
+    """A TF2 export's ``__saved_model_init_op`` signature has no inputs and one output naming the
+    NoOp. TF Serving fetches it as a tensor and TF 2.21's C++ Session answers OUT_OF_RANGE (the
+    text of ``Session::MakeCallable``/``Run`` fetching ``NoOp``, taken from TF); never INTERNAL."""
+    from loader.bundle import load_saved_model
+    from tests.oracle import corpus
+
+    manifest = corpus.load_manifest("tf2_half_plus_two")
+    bundle = load_saved_model(str(manifest["export_path"]), tags=["serve"])
+    try:
+        req = predict_pb2.PredictRequest()
+        req.model_spec.name = "m"
+        req.model_spec.signature_name = "__saved_model_init_op"
+        with pytest.raises(errors.OutOfRangeError) as info:
+            run_predict(Servable("m", 1, bundle), req)
+        assert str(info.value) == "Node 'NoOp' (type: 'NoOp', num of outputs: 0) does not have output 0"
+    finally:
+        bundle.close()

@@ -7,6 +7,7 @@ Unlike the other builder modules this one declares no ``@model``: its cases are 
 
     <oracle python> -m tests.oracle.builders.session_graphs graphs OUT_DIR
     <oracle python> -m tests.oracle.builders.session_graphs op-signatures > runtime/op_signatures.py
+    <oracle python> -m tests.oracle.builders.session_graphs op-attrs > runtime/op_attrs.py
 
 - test side (main venv, stdlib only): ``session_cases()`` returns the directory of built cases,
   building them first when this file changed (one TF subprocess, a few seconds).
@@ -586,14 +587,45 @@ def op_signatures() -> str:
     return "\n".join(lines) + "\n"
 
 
+def op_attrs() -> str:
+    """``runtime/op_attrs.py``: the attrs of every registered TF op that have no default."""
+    import tensorflow as tf
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as c_api
+
+    ops = op_def_pb2.OpList()
+    ops.ParseFromString(bytes(c_api.TF_GetBuffer(c_api.TF_GetAllOpList())))
+    lines = [
+        '"""Attrs without a default, of every TensorFlow op that has any: generated, do not edit.',
+        "",
+        f"Made from TensorFlow {tf.__version__}'s op registry by",
+        "``<oracle python> -m tests.oracle.builders.session_graphs op-attrs``.",
+        "",
+        "``REQUIRED_ATTRS[op] = 'a,b'``: a NodeDef of the op lacking one of them is refused, as",
+        'TF\'s ``ValidateNodeDef`` refuses it ("NodeDef missing attr ...").',
+        '"""',
+        "",
+        "REQUIRED_ATTRS: dict[str, str] = {",
+    ]
+    for op in sorted(ops.op, key=lambda o: o.name):
+        required = [a.name for a in op.attr if not a.HasField("default_value")]
+        if required:
+            lines.append(f'    "{op.name}": "{",".join(required)}",')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["op-signatures"]:
         sys.stdout.write(op_signatures())
         return 0
+    if argv[:1] == ["op-attrs"]:
+        sys.stdout.write(op_attrs())
+        return 0
     if argv[:1] == ["graphs"] and len(argv) == 2:
         build_graphs(Path(argv[1]))
         return 0
-    raise SystemExit(f"usage: session_graphs {{graphs OUT_DIR | op-signatures}}, got {argv}")
+    raise SystemExit(f"usage: session_graphs {{graphs OUT_DIR | op-signatures | op-attrs}}, got {argv}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
+from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, tensor_shape_pb2
 from runtime import Graph, Session, dtypes, tensor_util
 from runtime.onnx import CONVERTERS, DelegationOptions, NotConvertible, convert_subgraph, runner_of
 from runtime.onnx.converter import Signature
@@ -43,6 +43,8 @@ def node(name, op, *inputs, **attrs) -> node_def_pb2.NodeDef:
             n.attr[key].tensor.CopyFrom(tensor_util.make_tensor_proto(value))
         elif key in ("cond", "body"):
             n.attr[key].func.name = value
+        elif key == "shape":
+            n.attr[key].shape.dim.extend(tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in value)
         elif key == "T" and isinstance(value, list):
             n.attr[key].list.type.extend(value)
         elif isinstance(value, bool):
@@ -150,7 +152,7 @@ def rnn_graph(
     loop.attr["cond"].func.name, loop.attr["body"].func.name = "cond", "body"
     if weight is not None:
         nodes += [
-            node("w", "VarHandleOp", dtype=F, shared_name="w"),
+            node("w", "VarHandleOp", dtype=F, shared_name="w", shape=()),
             const("w_init", weight, np.float32),
             node("assign", "AssignVariableOp", "w", "w_init", dtype=F),
         ]

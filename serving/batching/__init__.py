@@ -1,0 +1,15 @@
+"""Request batching: TF Serving's ``BatchingSession`` over TF's ``SharedBatchScheduler``.
+
+- ``parameters``: ``BatchingParameters`` read from their files, TF's defaults and checks;
+- ``batch_forming``: pure functions that merge tasks into a batch, pad and split it;
+- ``tasks``: a Run() call waiting in a queue, and the pieces a large one is cut into;
+- ``scheduler``: the shared scheduler and its queues (the threads live here);
+- ``adaptive``: our adaptive batch timeout (``--adaptive_batch_timeout``);
+- ``stats``: per-queue totals, the hooks monitoring builds on;
+- ``session``: ``BatchingSession``, a Session whose calls are batched;
+- ``bundle``: ``Batching``, what ``--enable_batching`` builds for a server and applies to each
+  servable version as it loads.
+
+May import ``runtime``, ``apis`` and ``serving``'s transport-free modules (``options``,
+``signatures``, ``model_config``); never grpc.
+"""

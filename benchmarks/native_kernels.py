@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO_ROOT))
 from apis.tensorflow.core.protobuf import config_pb2  # noqa: E402
 from benchmarks.onnx_delegation import QUIET_TF, TF_PYTHON, prepare  # noqa: E402
 from loader import load_saved_model  # noqa: E402
-from runtime.blas import set_blas_threads  # noqa: E402
+from runtime.kernels.blas import set_blas_threads  # noqa: E402
 from tests.oracle import catalog  # noqa: E402
 
 FAMILIES = {
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--aim", type=float, default=3.0, help="ours / TF per family, at most")
     parser.add_argument(
-        "--blas-threads", type=int, default=1, help="ours: model_server's default (runtime/blas.py)"
+        "--blas-threads", type=int, default=1, help="ours: model_server's default (runtime/kernels/blas.py)"
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)

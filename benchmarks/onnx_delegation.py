@@ -52,7 +52,7 @@ from apis.tensorflow.core.framework import tensor_pb2  # noqa: E402
 from benchmarks import tf2onnx_baseline  # noqa: E402
 from loader import load_saved_model  # noqa: E402
 from runtime import tensor_util  # noqa: E402
-from runtime.blas import set_blas_threads  # noqa: E402
+from runtime.kernels.blas import set_blas_threads  # noqa: E402
 from runtime.onnx.options import DelegationOptions  # noqa: E402
 from tests.oracle import catalog, corpus  # noqa: E402
 
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ort-margin", type=float, default=1.2, help="target deleg / raw ORT ratio")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
-    set_blas_threads(1)  # our native kernels as model_server runs them (runtime/blas.py)
+    set_blas_threads(1)  # our native kernels as model_server runs them (runtime/kernels/blas.py)
     names = args.only or [
         e.name
         for e in catalog.discover()

@@ -9,7 +9,7 @@ and times ``Session.run`` of it; it also writes that GraphDef, which our ``runti
 runs on the same serialized batch, so both sides execute the same graph through a session. The
 kernel alone (no session) is timed too. Prints examples/s for each and the ratio ours / TF's, with
 the machine's load average (the timings are wall-clock: other work on the machine skews both sides).
-Batches of 128 take the column-wise fast path of ``runtime/example_fast_path.py``; a batch of 1 its general
+Batches of 128 take the column-wise fast path of ``runtime/example/fast_path.py``; a batch of 1 its general
 path.
 
     python benchmarks/parse_example.py [--seconds 2]

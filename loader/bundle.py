@@ -14,7 +14,7 @@ Loading follows TensorFlow's ``loader.load`` / C++ ``LoadSavedModel`` step by st
    collection, else ``legacy_init_op`` -- with each asset's path fed to its tensor.
 
 Nothing here executes code carried by the model: ``PyFunc``/``EagerPyFunc`` nodes are refused by the
-Session with UnimplementedError naming the op. Before step 4, ``runtime/signature_check.py`` walks
+Session with UnimplementedError naming the op. Before step 4, ``runtime/execution/signature_check.py`` walks
 what the restore op, the init op and each signature need: a missing op type under the restore or
 init op fails the load; a signature needing one is recorded in ``unavailable_signatures`` (the
 others serve normally); a model with signatures none of which can run fails to load.
@@ -38,8 +38,9 @@ from loader.fingerprint import model_identity, read_fingerprint
 from loader.meta_graph import select_meta_graph
 from loader.restore import restored_keys
 from loader.saved_model import read_saved_model, variables_prefix
-from runtime import errors, signature_check
-from runtime.gc_pause import gc_paused
+from runtime import errors
+from runtime.execution import signature_check
+from runtime.execution.gc_pause import gc_paused
 
 logger = logging.getLogger(__name__)
 
@@ -131,8 +132,8 @@ def load_saved_model(
 
 
 def _load_saved_model(export_dir, tags, session_config, delegation, cluster_cache) -> SavedModelBundle:
-    from runtime.graph import Graph  # the runtime core; imported here to keep `import loader` light
-    from runtime.session import Session
+    from runtime.execution.session import Session
+    from runtime.graph.graph import Graph  # the runtime core; imported here to keep `import loader` light
 
     start = time.monotonic()
     export_dir = os.fspath(export_dir)

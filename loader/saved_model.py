@@ -6,7 +6,7 @@ A SavedModel export directory, as TensorFlow writes it::
         saved_model.pb          a serialized tensorflow.SavedModel (or saved_model.pbtxt, text format)
         fingerprint.pb          optional FingerprintDef (TF >= 2.11)
         variables/
-            variables.index     TensorBundle index (runtime/tensor_bundle.py)
+            variables.index     TensorBundle index (runtime/checkpoint/tensor_bundle.py)
             variables.data-00000-of-00001
         assets/                 files that asset_file_def entries name (vocabularies, ...)
         assets.extra/           never read by the loader

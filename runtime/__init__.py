@@ -13,11 +13,11 @@ from runtime import errors
 
 # Imported on first use, so that ``import runtime`` (and runtime.errors, runtime.dtypes) stays cheap.
 _LAZY = {
-    "Graph": "runtime.graph",
-    "Session": "runtime.session",
-    "DeviceSpec": "runtime.device",
-    "get_default_graph": "runtime.graph",
-    "get_default_session": "runtime.session",
+    "Graph": "runtime.graph.graph",
+    "Session": "runtime.execution.session",
+    "DeviceSpec": "runtime.graph.device",
+    "get_default_graph": "runtime.graph.graph",
+    "get_default_session": "runtime.execution.session",
 }
 
 __all__ = ["DeviceSpec", "Graph", "Session", "errors", "get_default_graph", "get_default_session"]

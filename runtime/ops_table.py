@@ -11,7 +11,7 @@ Every op that has a numpy kernel, has an ONNX converter or is seen in real expor
 - **tested**: checked against TensorFlow's outputs by a test, i.e. either the op of a record in an
   oracle model's ``records.json`` (``op_records``, ``breadth_records``, ``image_models``: each record
   is replayed by a test), or an op type that a SavedModel of the oracle catalog needs to run one of
-  its signatures, its init op or its restore op (``runtime.signature_check.needed_op_types``; the
+  its signatures, its init op or its restore op (``runtime.execution.signature_check.needed_op_types``; the
   conformance tests load and run every one);
 - **seen**: how many of the exports in ``ops-seen-in-exports.md`` reach the op from a serving
   signature or the init op ("serving" column). The table is kept beside this module, so that the
@@ -36,7 +36,8 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from apis.tensorflow.core.protobuf import saved_model_pb2
-from runtime import kernels, signature_check
+from runtime import kernels
+from runtime.execution import signature_check
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OPS_MD = REPO_ROOT / "OPS.md"
@@ -147,7 +148,7 @@ def render(
         f"- Seen only outside serving graphs (gradients, training, summaries) and missing: {', '.join(unserved) or 'none'}.",
         "- PyFunc, PyFuncStateless and EagerPyFunc run Python code of the exporting process: refused by",
         "  design. A signature needing one (or any op without a kernel) is reported when the model loads",
-        "  and answers UNIMPLEMENTED; the model's other signatures serve (`runtime/signature_check.py`).",
+        "  and answers UNIMPLEMENTED; the model's other signatures serve (`runtime/execution/signature_check.py`).",
         "",
         "## Columns",
         "",

@@ -117,7 +117,7 @@ def session_config(options) -> Any:
 
 def blas_threads(options) -> int:
     """The numpy kernels' BLAS threads: TF's intra-op parallelism where a flag sets it, else one
-    (requests run concurrently, each in its own thread; ``runtime/blas.py`` says what a shared
+    (requests run concurrently, each in its own thread; ``runtime/kernels/blas.py`` says what a shared
     BLAS pool costs them)."""
     return options.tensorflow_intra_op_parallelism or options.tensorflow_session_parallelism or 1
 

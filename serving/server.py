@@ -25,7 +25,7 @@ from grpc_reflection.v1alpha import reflection
 from apis.tensorflow_serving.apis import model_service_pb2_grpc
 from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
-from runtime.blas import set_blas_threads
+from runtime.kernels.blas import set_blas_threads
 from serving import grpc_handlers, grpc_service, model_config
 from serving.drain import Drain, exit_process
 from serving.health import ModelHealth

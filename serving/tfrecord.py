@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from runtime import errors
-from runtime.table import crc32c, mask_crc, unmask_crc
+from runtime.checkpoint.table import crc32c, mask_crc, unmask_crc
 
 HEADER_SIZE, FOOTER_SIZE = 12, 4
 

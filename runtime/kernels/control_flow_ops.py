@@ -2,7 +2,7 @@
 
 Switch sends its input to one output and marks the other ``DEAD``; the Session skips every op fed
 a dead tensor (its outputs are dead too) until a Merge, which ``accepts_dead`` and forwards the
-one live input. While loops (Enter, Exit, NextIteration, LoopCond) are frames: ``runtime/frames.py``
+one live input. While loops (Enter, Exit, NextIteration, LoopCond) are frames: ``runtime/execution/frames.py``
 turns each into one step that runs the loop body's plan per iteration, feeding Enter outputs and
 the NextIteration back edges itself. Their kernels here only forward a value: Exit and LoopCond
 run inside a frame's plan; Enter and NextIteration are registered so plans resolve them.

@@ -19,7 +19,7 @@ import threading
 import numpy as np
 
 from runtime import dtypes, errors
-from runtime.hashing import hash64
+from runtime.kernels.hashing import hash64
 
 _MASK = (1 << 64) - 1
 

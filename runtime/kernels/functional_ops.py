@@ -1,6 +1,6 @@
 """Function calls and functional control flow: the body is a library function, run by the
 Session's ``FunctionLibraryRuntime`` (``ctx.functions``). A node whose op type is a library
-function's name is called the same way, without a kernel here (see ``runtime/plan.py``)."""
+function's name is called the same way, without a kernel here (see ``runtime/execution/plan.py``)."""
 
 from __future__ import annotations
 

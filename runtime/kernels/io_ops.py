@@ -15,8 +15,8 @@ import numpy as np
 
 from runtime import dtypes as tf_dtypes
 from runtime import errors
+from runtime.checkpoint.tensor_bundle import BundleReader, parse_shape_and_slice
 from runtime.kernels.registry import kernel
-from runtime.tensor_bundle import BundleReader, parse_shape_and_slice
 
 
 def _text(value) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.kernels.dense_hash_table import DenseHashTable, check_types
 from runtime.kernels.registry import kernel
-from runtime.resources import ANONYMOUS_NAME, ResourceHandle, resource_key
+from runtime.kernels.resources import ANONYMOUS_NAME, ResourceHandle, resource_key
 
 TABLE_KIND = "N10tensorflow6lookup15LookupInterfaceE"
 _anonymous = itertools.count()

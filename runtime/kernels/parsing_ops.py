@@ -1,8 +1,8 @@
 """Parsing ops: ``tf.train.Example`` and ``tf.train.SequenceExample`` batches (the Classify/Regress
 hot path).
 
-The Example wire parsing and TF's per-feature semantics live in ``runtime/example_parser.py`` (its
-batch fast path in ``runtime/example_fast_path.py``, the specs in ``runtime/example_specs.py``); the
+The Example wire parsing and TF's per-feature semantics live in ``runtime/example/parser.py`` (its
+batch fast path in ``runtime/example/fast_path.py``, the specs in ``runtime/example/specs.py``); the
 kernels here only turn each op's inputs and attrs into its ``Config`` and lay out its outputs. The
 other parsing ops (raw bytes, numbers, TensorProtos, CSV) live in ``decode_ops.py``.
 """
@@ -14,13 +14,13 @@ import operator
 import numpy as np
 
 from runtime import errors
-from runtime.example_parser import (
+from runtime.example.parser import (
     FeatureListDenseSpec,
     SequenceConfig,
     parse_examples,
     parse_sequence_examples,
 )
-from runtime.example_specs import Config, DenseSpec, RaggedSpec, SparseSpec
+from runtime.example.specs import Config, DenseSpec, RaggedSpec, SparseSpec
 from runtime.kernels.registry import kernel
 
 

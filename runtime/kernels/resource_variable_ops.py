@@ -10,7 +10,7 @@ import numpy as np
 from runtime import dtypes, errors
 from runtime.kernels.indexing_ops import in_range
 from runtime.kernels.registry import kernel
-from runtime.resources import ANONYMOUS_NAME, VAR_KIND, ResourceHandle, Var, resource_key
+from runtime.kernels.resources import ANONYMOUS_NAME, VAR_KIND, ResourceHandle, Var, resource_key
 
 _anonymous = itertools.count()
 

@@ -1,6 +1,6 @@
 """TF1 reference variables: ``VariableV2`` and the ops that assign through its ref output.
 
-A ref edge carries the ``runtime.resources.Var`` itself; the Session inserts a read where an op
+A ref edge carries the ``runtime.kernels.resources.Var`` itself; the Session inserts a read where an op
 takes a value, so "Attempting to use uninitialized value" surfaces where TF raises it.
 """
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from runtime import errors
 from runtime.kernels.registry import kernel
-from runtime.resources import ResourceHandle, Var, resource_key
+from runtime.kernels.resources import ResourceHandle, Var, resource_key
 
 LEGACY_VAR_KIND = "N10tensorflow9LegacyVarE"
 

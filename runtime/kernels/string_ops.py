@@ -4,7 +4,7 @@ helpers (``_strings``, ``_map``, ``_invalid``, ``_shape``).
 
 Strings are numpy object arrays of ``bytes``, as TF's kernels see them. Hashes are TF's exactly:
 ``StringToHashBucketFast`` is FarmHash Fingerprint64 (``pyfarmhash``), ``StringToHashBucket`` TF's
-own ``Hash64`` and ``StringToHashBucketStrong`` SipHash-2-4 (``runtime/hashing.py``).
+own ``Hash64`` and ``StringToHashBucketStrong`` SipHash-2-4 (``runtime/kernels/hashing.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import farmhash
 import numpy as np
 
 from runtime import dtypes, errors
-from runtime.hashing import hash64, siphash24_memo
+from runtime.kernels.hashing import hash64, siphash24_memo
 from runtime.kernels.registry import kernel
 
 

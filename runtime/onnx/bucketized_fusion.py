@@ -29,7 +29,7 @@ import numpy as np
 
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import dtypes
-from runtime.graph import Graph, Operation, Tensor
+from runtime.graph.graph import Graph, Operation, Tensor
 from runtime.kernels.feature_column_ops import OP_TYPE
 from runtime.onnx.subgraph_match import Matcher, NoMatch, attrs, const, rewritten, same
 

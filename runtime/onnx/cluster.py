@@ -26,18 +26,18 @@ import onnxruntime as ort
 
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import dtypes, errors
-from runtime.function import FunctionLibraryRuntime
-from runtime.gc_pause import gc_paused
-from runtime.graph import Graph, Operation
-from runtime.interpreter import fetched, run_plan
+from runtime.execution.function import FunctionLibraryRuntime
+from runtime.execution.gc_pause import gc_paused
+from runtime.execution.interpreter import fetched, run_plan
+from runtime.execution.plan import build_plan
+from runtime.graph.graph import Graph, Operation
 from runtime.kernels.registry import kernel
+from runtime.kernels.resources import ResourceMgr
 from runtime.onnx import options as options_lib
 from runtime.onnx import text_table
 from runtime.onnx.converter import Signature, convert_subgraph
 from runtime.onnx.partition import CLUSTER_OP
 from runtime.onnx.session_runs import NO_PLAN_RUN, Unguarded, contiguous, fast_run, guarded, picked_run
-from runtime.plan import build_plan
-from runtime.resources import ResourceMgr
 
 logger = logging.getLogger(__name__)
 

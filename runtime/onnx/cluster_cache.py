@@ -51,9 +51,9 @@ import onnxruntime
 from google.protobuf.message import DecodeError
 
 from apis.tensorflow.core.framework import graph_pb2
+from runtime.checkpoint.table import crc32c
 from runtime.onnx.partition import CLUSTER_OP
 from runtime.onnx.report import DelegationReport
-from runtime.table import crc32c
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
-from runtime.graph import Operation
+from runtime.graph.graph import Operation
 from runtime.onnx.control_flow_ops import (
     body_outputs,
     convert_function,

@@ -29,8 +29,8 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from runtime import dtypes, tensor_util
-from runtime.function import FunctionBody, instantiate
-from runtime.graph import Operation, Tensor
+from runtime.execution.function import FunctionBody, instantiate
+from runtime.graph.graph import Operation, Tensor
 from runtime.kernels import lookup as kernel_lookup
 from runtime.onnx import partition
 from runtime.onnx.converter import Builder, ListInfo, NotConvertible, TFNode, Value, converter, emit

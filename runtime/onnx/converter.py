@@ -38,10 +38,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from apis.tensorflow.core.framework import graph_pb2
-from runtime import attrs as attr_lib
 from runtime import dtypes, tensor_util
+from runtime.graph import attrs as attr_lib
+from runtime.graph.op_def import parse_input
 from runtime.onnx import text_table
-from runtime.op_def import parse_input
 
 OPSET = 21
 IR_VERSION = 10

@@ -42,7 +42,8 @@ from collections.abc import Collection, Iterable
 import numpy as np
 
 from apis.tensorflow.core.framework import graph_pb2
-from runtime.graph import Graph, Operation
+from runtime.graph.graph import Graph, Operation
+from runtime.graph.op_def import op_signature
 from runtime.kernels import lookup as kernel_lookup
 from runtime.onnx import cluster as cluster_lib
 from runtime.onnx import partition
@@ -62,7 +63,6 @@ from runtime.onnx.options import DelegationOptions, uses_gpu
 from runtime.onnx.raise_conds import raise_conds
 from runtime.onnx.raise_frames import raise_frames
 from runtime.onnx.report import BOOKKEEPING, ClusterSummary, DelegationReport, estimate_flops
-from runtime.op_def import op_signature
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ import logging
 
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import dtypes
-from runtime.graph import Graph, Operation, Tensor
+from runtime.graph.graph import Graph, Operation, Tensor
 from runtime.kernels.embedding_ops import OP_TYPE
 from runtime.onnx.subgraph_match import Matcher, NoMatch, attrs, const, rewritten, same
 

@@ -13,10 +13,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from runtime.graph import Graph, Operation
-from runtime.interpreter import run_plan
+from runtime.execution.interpreter import run_plan
+from runtime.execution.plan import build_plan
+from runtime.graph.graph import Graph, Operation
 from runtime.onnx.control_flow_ops import WHILE_OPS
-from runtime.plan import build_plan
 
 _WRITE_PREFIXES = ("Assign", "ResourceScatter", "Scatter", "ResourceApply", "Apply", "ResourceSparseApply")
 

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 from runtime import dtypes
-from runtime.function import instantiate
+from runtime.execution.function import instantiate
+from runtime.graph.op_def import parse_input
 from runtime.kernels import lookup
-from runtime.op_def import parse_input
 
 CALL_OPS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
 # Stateful ops a body may hold and still be inlined: reads (of variables: Keras' embeddings

@@ -19,7 +19,7 @@ import numpy as np
 
 from apis.tensorflow.core.framework import function_pb2, graph_pb2
 from runtime import dtypes, tensor_util
-from runtime.op_def import parse_input
+from runtime.graph.op_def import parse_input
 
 WHILE_OPS = frozenset({"While", "StatelessWhile"})
 SUFFIX = "__frozen"

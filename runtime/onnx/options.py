@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import onnxruntime as ort
 
-from runtime.device import pinned_to_cpu
+from runtime.graph.device import pinned_to_cpu
 
 logger = logging.getLogger(__name__)
 

@@ -35,12 +35,12 @@ import numpy as np
 
 from apis.tensorflow.core.framework import graph_pb2, node_def_pb2
 from runtime import dtypes, tensor_util
-from runtime.device import pinned_to_cpu
-from runtime.graph import Graph, Operation
+from runtime.execution.signature_check import called_functions
+from runtime.graph.device import pinned_to_cpu
+from runtime.graph.graph import Graph, Operation
+from runtime.graph.op_def import parse_input
 from runtime.onnx import converter as converter_lib
 from runtime.onnx.report import estimate_flops
-from runtime.op_def import parse_input
-from runtime.signature_check import called_functions
 
 CLUSTER_OP = "_OrtCluster"
 # Ops that move or describe data without computing: a cluster of only these stays native.

@@ -31,10 +31,10 @@ import logging
 from collections.abc import Mapping
 
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
-from runtime import attrs as attr_lib
 from runtime import dtypes
+from runtime.graph import attrs as attr_lib
+from runtime.graph.op_def import function_signature, op_signature, parse_input
 from runtime.onnx.raise_frames import Irregular, fresh_name, raise_in_rounds, stateful
-from runtime.op_def import function_signature, op_signature, parse_input
 
 logger = logging.getLogger(__name__)
 

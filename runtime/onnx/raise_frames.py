@@ -1,6 +1,6 @@
 """Raising TF1 while loops into functional ``While`` nodes, before partitioning.
 
-A TF1 loop (``runtime/frames.py``) runs as a frame: every iteration the interpreter steps through
+A TF1 loop (``runtime/execution/frames.py``) runs as a frame: every iteration the interpreter steps through
 its ``Merge``/``Switch``/``Identity``/``NextIteration`` plumbing and tracks dead tensors. A regular
 frame says exactly what a TF2 ``While(cond, body)`` says, and TF2 loops have a faster native kernel
 (two function calls per iteration, no deadness) and convert whole to an ONNX ``Loop``
@@ -28,9 +28,9 @@ from collections.abc import Mapping
 
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 from runtime import dtypes
+from runtime.graph.op_def import parse_input
 from runtime.kernels import lookup
 from runtime.onnx.tensor_arrays import tensor_arrays_to_lists
-from runtime.op_def import parse_input
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import math
 import threading
 from dataclasses import dataclass, field
 
-from runtime.graph import Operation
-from runtime.signature_check import called_functions
+from runtime.execution.signature_check import called_functions
+from runtime.graph.graph import Operation
 
 # Ops that are bookkeeping, not work: never listed as "stayed native".
 BOOKKEEPING = frozenset(
@@ -94,7 +94,7 @@ def _arithmetic_kernel(op_type: str) -> bool:
 
 
 def _function_flops(library, name: str, depth: int = 0) -> float:
-    from runtime.function import instantiate
+    from runtime.execution.function import instantiate
 
     if depth > 4:
         return 0.0

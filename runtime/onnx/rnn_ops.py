@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from runtime.graph import Operation, Tensor
+from runtime.graph.graph import Operation, Tensor
 from runtime.onnx.control_flow_ops import (
     WhileLoop,
     const_value,

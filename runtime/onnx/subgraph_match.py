@@ -15,7 +15,7 @@ import numpy as np
 
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import tensor_util
-from runtime.graph import Graph, Operation, Tensor
+from runtime.graph.graph import Graph, Operation, Tensor
 
 
 class NoMatch(Exception):

@@ -23,7 +23,7 @@ import numpy as np
 
 from apis.tensorflow.core.framework import graph_pb2, node_def_pb2
 from runtime import dtypes, tensor_util
-from runtime.op_def import parse_input
+from runtime.graph.op_def import parse_input
 
 _PLUMBING = frozenset({"Enter", "Merge", "Switch", "Identity", "NextIteration", "Exit"})
 # TensorArray op -> (index of its flow input, whether it returns a new flow)

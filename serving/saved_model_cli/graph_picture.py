@@ -20,8 +20,8 @@ import os
 
 from apis.tensorflow.core.framework import graph_pb2
 from loader import load_saved_model
-from runtime import signature_check
-from runtime.op_def import parse_input
+from runtime.execution import signature_check
+from runtime.graph.op_def import parse_input
 from serving.saved_model_cli import placement, reading
 from serving.saved_model_cli.errors import CliError
 from serving.saved_model_cli.placement import CLUSTER_OP

@@ -15,7 +15,7 @@ import collections
 import importlib
 from dataclasses import dataclass, field
 
-from runtime.signature_check import called_functions
+from runtime.execution.signature_check import called_functions
 
 # runtime.onnx's own name for the op a cluster becomes. That package (and onnxruntime) is imported
 # by name, when a placement is asked for, as the Session imports it: it stays out of the static

@@ -3,7 +3,7 @@
 First TF's ``saved_model_cli scan`` lines (``--op_denylist``, default WriteFile, ReadFile,
 PrintV2; the set printed sorted, where TF's order follows the hash seed). Then, beyond TF, per
 MetaGraphDef and per signature, what ``model_server`` would decide at load
-(``runtime/signature_check``): a signature needing op types the runtime lacks (or must not run:
+(``runtime/execution/signature_check``): a signature needing op types the runtime lacks (or must not run:
 PyFunc) "cannot run here", with every missing op type and its count; and for the others, with
 onnxruntime delegation on (``--onnx_delegation``, default true), its clusters and native ops, and
 why each op stayed native (``placement``). The exit status is 1 when a signature cannot run or the
@@ -17,7 +17,8 @@ import logging
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from loader import load_saved_model
 from loader.bundle import INIT_OP_SIGNATURE_KEY, check_load_ops
-from runtime import errors, signature_check
+from runtime import errors
+from runtime.execution import signature_check
 from serving.saved_model_cli import placement, reading
 from serving.saved_model_cli.show import ops_used_by_graph_def
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from loader import load_saved_model, read_saved_model, select_meta_graph
 from loader.bundle import _import
 from runtime import errors
-from runtime.checkpoint import load_checkpoint
-from runtime.graph import Graph
+from runtime.checkpoint.reader import load_checkpoint
+from runtime.graph.graph import Graph
 from tests.loader.corpus import manifest
 
 MODELS = (

@@ -15,8 +15,8 @@ import pytest
 from apis.tensorflow.core.framework import tensor_pb2
 from loader import load, load_saved_model, read_saved_model, tag_sets
 from runtime import errors
-from runtime.checkpoint import load_checkpoint
-from runtime.graph import Graph
+from runtime.checkpoint.reader import load_checkpoint
+from runtime.graph.graph import Graph
 from runtime.session import Session
 from runtime.tensor_util import make_ndarray
 from tests.loader.corpus import LOADER_MODELS, committed_models, manifest, manifests

@@ -17,7 +17,7 @@ import pytest
 from loader import load_saved_model, read_saved_model, select_meta_graph
 from loader.restore import UNKNOWN_KEY, restored_keys
 from runtime import errors
-from runtime.checkpoint import load_checkpoint
+from runtime.checkpoint.reader import load_checkpoint
 from tests.loader.corpus import committed_models, manifests
 
 HALF_PLUS_TWO = Path(__file__).resolve().parents[2] / "models" / "half_plus_two" / "00000123"

@@ -18,8 +18,9 @@ import pytest
 from apis.tensorflow.core.framework import graph_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from loader import load_saved_model, read_saved_model
-from runtime import errors, signature_check
-from runtime.plan import UnsupportedOpsError
+from runtime import errors
+from runtime.execution import signature_check
+from runtime.execution.plan import UnsupportedOpsError
 from tests.oracle import catalog, corpus
 
 FIXTURES_MODEL = "sigcheck_plain"

@@ -12,7 +12,7 @@ import numpy as np
 
 from apis.tensorflow.core.protobuf import tensor_bundle_pb2
 from runtime import dtypes
-from runtime.table import TABLE_MAGIC, mask_crc
+from runtime.checkpoint.table import TABLE_MAGIC, mask_crc
 
 
 def varint(value: int) -> bytes:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from runtime.blas import set_blas_threads
+from runtime.kernels.blas import set_blas_threads
 
 
 def blas_threads() -> list[int]:

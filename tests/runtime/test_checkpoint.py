@@ -1,4 +1,4 @@
-"""``runtime.checkpoint.load_checkpoint`` against TensorFlow's checkpoint reader, bit for bit."""
+"""``runtime.checkpoint.reader.load_checkpoint`` against TensorFlow's checkpoint reader, bit for bit."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from apis.tensorflow.core.framework import tensor_pb2
 from runtime import dtypes, errors
-from runtime.checkpoint import latest_checkpoint, load_checkpoint
+from runtime.checkpoint.reader import latest_checkpoint, load_checkpoint
 from runtime.tensor_util import make_ndarray
 from tests.loader.corpus import manifest, manifests
 

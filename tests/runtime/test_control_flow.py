@@ -18,7 +18,8 @@ import pytest
 from apis.tensorflow.core.framework import graph_pb2, tensor_pb2, tensor_shape_pb2
 from apis.tensorflow.core.protobuf import config_pb2
 from loader import load_saved_model
-from runtime import Graph, Session, errors, frames
+from runtime import Graph, Session, errors
+from runtime.execution import frames
 from runtime.tensor_util import make_ndarray, make_tensor_proto
 from tests.oracle.corpus import load_manifest
 

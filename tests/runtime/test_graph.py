@@ -8,8 +8,8 @@ import pytest
 from apis.tensorflow.core.framework import attr_value_pb2, graph_pb2, types_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from runtime import DeviceSpec, Graph, dtypes
-from runtime.attrs import AttrPlaceholder, FuncAttr, decode
-from runtime.graph import get_default_graph
+from runtime.graph.attrs import AttrPlaceholder, FuncAttr, decode
+from runtime.graph.graph import get_default_graph
 from runtime.tensor_util import make_tensor_proto
 from tests.oracle.builders.session_graphs import read_case
 

@@ -3,7 +3,7 @@ after the memo restarts."""
 
 from __future__ import annotations
 
-from runtime import hashing
+from runtime.kernels import hashing
 
 
 def test_memo_gives_siphash24_for_repeats_keys_and_restarts(monkeypatch):

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from apis.tensorflow.core.example import example_pb2
-from runtime import dtypes, errors, example_parser, hashing
-from runtime.example_specs import SparseSpec
-from runtime.kernels import KERNELS, indexing_ops
+from runtime import dtypes, errors
+from runtime.example import parser as example_parser
+from runtime.example.specs import SparseSpec
+from runtime.kernels import KERNELS, hashing, indexing_ops
 
 SMALL = indexing_ops.SMALL
 

@@ -9,7 +9,8 @@ import functools
 import numpy as np
 import pytest
 
-from runtime import errors, map_batching
+from runtime import errors
+from runtime.execution import map_batching
 from runtime.kernels import KERNELS
 from runtime.kernels import list_ops as L
 from tests.runtime.test_map_batching import plan_of

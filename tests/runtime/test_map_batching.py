@@ -1,4 +1,4 @@
-"""Map loops run op by op with same-shaped items batched (``runtime/map_batching.py``): the outputs
+"""Map loops run op by op with same-shaped items batched (``runtime/execution/map_batching.py``): the outputs
 are bit-identical to the step-by-step run (which these tests get by turning batching off), the
 errors are the step-by-step run's, and ops whose batched form could differ run per item."""
 
@@ -13,9 +13,10 @@ import pytest
 from PIL import Image
 
 from apis.tensorflow.core.framework import graph_pb2
-from runtime import Graph, Session, dtypes, errors, map_batching, map_loops
+from runtime import Graph, Session, dtypes, errors
+from runtime.execution import map_batching, map_loops
+from runtime.execution.plan import Plan, Step
 from runtime.kernels import KERNELS
-from runtime.plan import Plan, Step
 from tests.runtime.onnx.test_loops import const, function, node
 
 F, I32, V, B, S, U8 = (

@@ -1,4 +1,4 @@
-"""Map-shaped While loops run item by item (``runtime/map_loops.py``): the same outputs and errors as
+"""Map-shaped While loops run item by item (``runtime/execution/map_loops.py``): the same outputs and errors as
 the loop run as written, which these tests get by turning the analysis off."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from apis.tensorflow.core.framework import graph_pb2
-from runtime import Graph, Session, dtypes, errors, map_loops
+from runtime import Graph, Session, dtypes, errors
+from runtime.execution import map_loops
 from tests.runtime.onnx.test_loops import const, function, node, rnn_graph
 
 F, I32, V, B = dtypes.DT_FLOAT, dtypes.DT_INT32, dtypes.DT_VARIANT, dtypes.DT_BOOL

@@ -21,7 +21,7 @@ import pytest
 
 from apis.tensorflow.core.framework import graph_pb2, tensor_pb2
 from runtime import Graph, Session, dtypes, errors, kernels, tensor_util
-from runtime import attrs as attr_lib
+from runtime.graph import attrs as attr_lib
 from tests.oracle import cache_dir
 from tests.runtime import op_records
 from tests.runtime.op_records import RECORDS

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from apis.tensorflow.core.example import example_pb2
-from runtime import dtypes, errors, example_parser
-from runtime.example_specs import Config, DenseSpec, RaggedSpec, SparseSpec
+from runtime import dtypes, errors
+from runtime.example import parser as example_parser
+from runtime.example.specs import Config, DenseSpec, RaggedSpec, SparseSpec
 from runtime.kernels import parsing_ops
 from runtime.kernels.parsing_ops import parse_example_v2
 

@@ -365,7 +365,7 @@ _LONG = "a_feature_key_longer_than_sixteen_bytes"
 
 
 def _fast_config():
-    from runtime.example_specs import Config, DenseSpec, RaggedSpec, SparseSpec
+    from runtime.example.specs import Config, DenseSpec, RaggedSpec, SparseSpec
 
     f32, i64, s = dtypes.DT_FLOAT, dtypes.DT_INT64, dtypes.DT_STRING
     return Config(
@@ -429,7 +429,7 @@ def _random_example(rng, odd: float) -> bytes:
 
 
 def _both_paths(batch: list, config, monkeypatch) -> tuple:
-    from runtime import example_parser
+    from runtime.example import parser as example_parser
 
     results = []
     for threshold in (0, 10**9):  # the fast path (when it takes the batch), then the general one
@@ -455,7 +455,7 @@ def _assert_identical(fast, general, where: str) -> None:
 
 @pytest.mark.parametrize("odd", [0.0, 0.02, 0.1, 0.3])
 def test_fast_path_agrees_with_general_path(odd, monkeypatch) -> None:
-    from runtime import example_fast_path
+    from runtime.example import fast_path as example_fast_path
 
     rng = np.random.default_rng(int(odd * 1000))
     config = _fast_config()
@@ -496,7 +496,7 @@ _EDGE_BATCHES = {  # name -> (batch, whether the fast path takes it)
 
 @pytest.mark.parametrize("name", list(_EDGE_BATCHES))
 def test_fast_path_agrees_on_edge_batches(name, monkeypatch) -> None:
-    from runtime import example_fast_path
+    from runtime.example import fast_path as example_fast_path
 
     batch, fast_path = _EDGE_BATCHES[name]
     assert (example_fast_path.parse_fast(batch, _fast_config()) is not None) == fast_path
@@ -507,7 +507,7 @@ def test_fast_path_agrees_on_edge_batches(name, monkeypatch) -> None:
 def test_fast_path_takes_what_serializers_write() -> None:
     """Examples built with the generated classes (packed lists, one features field) go fast."""
     from apis.tensorflow.core.example import example_pb2
-    from runtime import example_fast_path
+    from runtime.example import fast_path as example_fast_path
 
     examples = []
     for i in range(8):
@@ -533,7 +533,7 @@ def test_fast_path_takes_what_serializers_write() -> None:
 )
 def test_parsing_record_on_general_path(record, monkeypatch) -> None:
     """TF's records, through the general path only (small batches take it anyway)."""
-    from runtime import example_parser
+    from runtime.example import parser as example_parser
 
     monkeypatch.setattr(example_parser, "_FAST_CELLS", 10**9)
     check_record(record)
@@ -541,7 +541,8 @@ def test_parsing_record_on_general_path(record, monkeypatch) -> None:
 
 def test_parsing_records_exercise_the_fast_path(monkeypatch) -> None:
     """TF's records again, every batch offered to the fast path: those it takes must match TF's."""
-    from runtime import example_fast_path, example_parser
+    from runtime.example import fast_path as example_fast_path
+    from runtime.example import parser as example_parser
 
     monkeypatch.setattr(example_parser, "_FAST_CELLS", 0)
     taken = []

@@ -16,9 +16,10 @@ import random
 import numpy as np
 import pytest
 
-from runtime import dtypes, errors, example_parser, hashing
-from runtime.example_specs import DenseSpec, SparseSpec
-from runtime.kernels import KERNELS
+from runtime import dtypes, errors
+from runtime.example import parser as example_parser
+from runtime.example.specs import DenseSpec, SparseSpec
+from runtime.kernels import KERNELS, hashing
 from runtime.kernels import sparse_cross_ops as cross
 
 

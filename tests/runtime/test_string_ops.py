@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from runtime import kernels
-from runtime.hashing import fingerprint_cat64, hash64, siphash24
+from runtime.kernels.hashing import fingerprint_cat64, hash64, siphash24
 from tests.runtime.test_parsing_ops import check_record, check_record_through_session, records_of
 
 STRINGS = records_of("string_ops", "regex_ops", "unicode_ops", ops=("StringJoin",))

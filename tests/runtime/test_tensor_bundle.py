@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from runtime import errors
-from runtime.table import Table, _Corrupt, mask_crc, snappy_decompress, unmask_crc
-from runtime.tensor_bundle import (
+from runtime.checkpoint.table import Table, _Corrupt, mask_crc, snappy_decompress, unmask_crc
+from runtime.checkpoint.tensor_bundle import (
     BundleReader,
     _signed_num_increasing,
     encode_tensor_name_slice,

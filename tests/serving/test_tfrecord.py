@@ -50,7 +50,7 @@ def test_damage_is_data_loss(damage, message):
 def test_a_huge_length_is_refused_before_anything_is_allocated():
     forged = bytearray(tfrecord.encode_record(b"a"))
     length = (2**62).to_bytes(8, "little")
-    from runtime.table import crc32c, mask_crc
+    from runtime.checkpoint.table import crc32c, mask_crc
 
     forged[:12] = length + mask_crc(crc32c(length)).to_bytes(4, "little")
     with pytest.raises(errors.DataLossError, match="truncated record at 0"):

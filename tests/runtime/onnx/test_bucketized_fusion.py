@@ -10,12 +10,12 @@ import pytest
 
 from loader import load_saved_model
 from runtime import Graph, errors, tensor_util
-from runtime.interpreter import run_plan
+from runtime.execution.interpreter import run_plan
+from runtime.execution.plan import build_plan
 from runtime.kernels import KERNELS
 from runtime.kernels.feature_column_ops import OP_TYPE, bucketized_sparse_tensor
 from runtime.onnx.bucketized_fusion import fuse_bucketized_columns
 from runtime.onnx.constant_folding import fold_constants
-from runtime.plan import build_plan
 from tests.oracle import corpus
 
 PREFIX = "linear/linear_model/linear/linear_model/linear/linear_model/"

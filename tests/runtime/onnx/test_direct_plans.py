@@ -14,7 +14,7 @@ import pytest
 from apis.tensorflow.core.protobuf import config_pb2
 from loader import load_saved_model
 from runtime import Session, dtypes, errors
-from runtime.interpreter import fetched_values, run_plan
+from runtime.execution.interpreter import fetched_values, run_plan
 from runtime.onnx import DelegationOptions, propose_clusters, runner_of
 from runtime.onnx import cluster as cluster_lib
 from runtime.onnx.converter import CONVERTERS

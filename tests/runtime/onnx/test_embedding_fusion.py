@@ -12,12 +12,12 @@ import pytest
 
 from loader import load_saved_model
 from runtime import Graph, errors
-from runtime.interpreter import run_plan
+from runtime.execution.interpreter import run_plan
+from runtime.execution.plan import build_plan
 from runtime.kernels.embedding_ops import OP_TYPE
 from runtime.onnx.delegate import served_region
 from runtime.onnx.embedding_fusion import fuse_embedding_lookups
 from runtime.onnx.gather_folding import fold_gathers
-from runtime.plan import build_plan
 from tests.oracle import corpus
 from tests.runtime.test_embedding_ops import random_ids
 

@@ -10,11 +10,11 @@ import pytest
 
 from loader import load_saved_model
 from runtime import Graph, errors
-from runtime.interpreter import run_plan
+from runtime.execution.interpreter import run_plan
+from runtime.execution.plan import build_plan
 from runtime.kernels import KERNELS
 from runtime.kernels.feature_column_ops import INDICATOR_OP_TYPE, indicator_counts
 from runtime.onnx.indicator_fusion import fuse_indicator_columns
-from runtime.plan import build_plan
 from tests.oracle import corpus
 
 PREFIX = "dnn/input_from_feature_columns/input_layer/color_indicator_1/"

@@ -5,11 +5,11 @@ one fails the load with INVALID_ARGUMENT and the constructor's text, and Python'
 ``tf.import_graph_def`` raises the same text as a ValueError. Both hold here: ``InvalidGraphError``
 is an InvalidArgumentError and a ValueError. In TF's order: node names (valid, unique, with an op,
 control inputs last), then inputs naming no node, then each node in TF's topological order (its
-inputs' output indices, then its NodeDef against the op's definition, ``runtime/node_check.py``), then
+inputs' output indices, then its NodeDef against the op's definition, ``runtime/graph/node_check.py``), then
 cycles ("N nodes in a cycle", counted as TF's walk counts them: a TF1 while loop's NextIteration
 -> Merge back edge is no cycle).
 
-Pure functions over NodeDefs; ``runtime.graph`` calls them and the Session never sees such a graph.
+Pure functions over NodeDefs; ``runtime.graph.graph`` calls them and the Session never sees such a graph.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def topological_order(
 ) -> list[int]:
     """The order TF's graph constructor processes the new nodes in (the ready node of lowest
     index first; inputs from nodes already in the graph count as ready). ``inputs`` are each
-    node's inputs as ``runtime.op_def.parse_input`` gives them. Nodes it never reaches lie on or after a cycle:
+    node's inputs as ``runtime.graph.op_def.parse_input`` gives them. Nodes it never reaches lie on or after a cycle:
     ``cycle_error`` reports them after the reached nodes are checked."""
     index = {node.name: i for i, node in enumerate(nodes)}
     next_iterations = {node.name for node in nodes if node.op in ("NextIteration", "RefNextIteration")}

@@ -5,7 +5,7 @@ A Graph is built by importing GraphDefs (``Graph.from_graph_def``, ``import_grap
 ``as_graph_def`` round-trips them. Everything derived from a node (inputs, attrs, outputs) is
 computed lazily and cached on its ``Operation``.
 
-Outputs: without OpDefs at run time, an op's outputs come from ``runtime/op_signatures.py`` (every
+Outputs: without OpDefs at run time, an op's outputs come from ``runtime/graph/op_signatures.py`` (every
 TF op's args), the function library (an op named after a function), or its ``_output_shapes``
 attr. For an op none of these describe (a custom op), the count is the highest output index any
 consumer or lookup has asked for, and the kernel decides at run time.
@@ -24,10 +24,11 @@ from collections.abc import Iterator, Mapping
 
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, versions_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
-from runtime import attrs as attr_lib
-from runtime import dtypes, errors, graph_check, node_check
-from runtime.device import DeviceSpec
-from runtime.op_def import OpSignature, function_signature, op_signature, parse_input
+from runtime import dtypes, errors
+from runtime.graph import attrs as attr_lib
+from runtime.graph import graph_check, node_check
+from runtime.graph.device import DeviceSpec
+from runtime.graph.op_def import OpSignature, function_signature, op_signature, parse_input
 from runtime.tensor_util import shape_from_proto
 
 InvalidGraphError = graph_check.InvalidGraphError
@@ -114,7 +115,7 @@ class Operation:
     # -- attrs ---------------------------------------------------------------------------
     @property
     def attrs(self) -> DecodedAttrs:
-        """The attrs as a read-only mapping, each decoded (``runtime.attrs``) on first access."""
+        """The attrs as a read-only mapping, each decoded (``runtime.graph.attrs``) on first access."""
         return self._attrs
 
     def get_attr(self, name: str):

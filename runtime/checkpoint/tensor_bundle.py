@@ -3,7 +3,7 @@
 A bundle with prefix ``<prefix>`` is one index file and ``num_shards`` data files::
 
     variables/
-        variables.index                       sorted string table (see ``runtime/table.py``)
+        variables.index                       sorted string table (see ``runtime/checkpoint/table.py``)
         variables.data-00000-of-00002         raw tensor bytes, concatenated
         variables.data-00001-of-00002
 
@@ -48,7 +48,7 @@ from google.protobuf.message import DecodeError
 from apis.tensorflow.core.framework import tensor_slice_pb2
 from apis.tensorflow.core.protobuf import tensor_bundle_pb2
 from runtime import dtypes, errors
-from runtime.table import Table, crc32c, mask_crc, read_varint, unmask_crc
+from runtime.checkpoint.table import Table, crc32c, mask_crc, read_varint, unmask_crc
 
 HEADER_ENTRY_KEY = b""
 _SUPPORTED_VERSION = 1

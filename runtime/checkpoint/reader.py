@@ -1,7 +1,7 @@
 """``tf.train.load_checkpoint`` without TensorFlow: a reader over a TensorBundle (V2) checkpoint.
 
 A checkpoint prefix names ``<prefix>.index`` and its ``<prefix>.data-?????-of-?????`` shards (the
-format is documented in ``runtime/tensor_bundle.py``); a directory holding a ``checkpoint`` state
+format is documented in ``runtime/checkpoint/tensor_bundle.py``); a directory holding a ``checkpoint`` state
 file resolves to its latest checkpoint, as TF does::
 
     reader = load_checkpoint("export/variables/variables")
@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from runtime import errors
-from runtime.tensor_bundle import BundleReader
+from runtime.checkpoint.tensor_bundle import BundleReader
 
 
 class CheckpointReader:

@@ -1,4 +1,4 @@
-"""The wire-format readers of the Example fast path (``runtime/example_fast_path.py``).
+"""The wire-format readers of the Example fast path (``runtime/example/fast_path.py``).
 
 Each reads one layer of a batch of canonically encoded ``tf.train.Example`` protos for every
 Example at once, with numpy over the batch's bytes concatenated: ``_entries`` walks the map entries,

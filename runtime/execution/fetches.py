@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from runtime.graph import Graph, Operation, Tensor
+from runtime.graph.graph import Graph, Operation, Tensor
 
 
 class FetchMapper:

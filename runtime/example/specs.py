@@ -1,7 +1,7 @@
 """What a batch of ``tf.train.Example`` protos is parsed into: the per-feature specs and their ``Config``.
 
-Shared by ``runtime/example_parser.py`` (TF's semantics, the general path) and
-``runtime/example_fast_path.py`` (the column-wise batch path), so that neither imports the other's
+Shared by ``runtime/example/parser.py`` (TF's semantics, the general path) and
+``runtime/example/fast_path.py`` (the column-wise batch path), so that neither imports the other's
 internals: both read a ``Config`` the same way, through ``feature_slots``.
 
 Thread-safety: frozen dataclasses; their cached properties are computed from immutable fields, so a
@@ -20,7 +20,7 @@ import numpy as np
 from runtime import dtypes
 
 if TYPE_CHECKING:
-    from runtime.example_fast_path import Plan
+    from runtime.example.fast_path import Plan
 
 KIND_OF = {dtypes.DT_FLOAT: "float_list", dtypes.DT_INT64: "int64_list", dtypes.DT_STRING: "bytes_list"}
 NUMPY = {dtypes.DT_FLOAT: np.float32, dtypes.DT_INT64: np.int64, dtypes.DT_STRING: object}
@@ -79,7 +79,9 @@ class Config:
     @functools.cached_property
     def fast_plan(self) -> Plan | None:
         """The batch fast path's key lookup; None when some spec keeps every batch on the general path."""
-        from runtime import example_fast_path  # it imports this module: importing it at the top would cycle
+        from runtime.example import (
+            fast_path as example_fast_path,  # it imports this module: importing it at the top would cycle
+        )
 
         return example_fast_path.plan(self)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from apis.tensorflow.core.framework import function_pb2
 from runtime import dtypes
-from runtime.op_signatures import SIGNATURES
+from runtime.graph.op_signatures import SIGNATURES
 
 
 @dataclass(frozen=True)

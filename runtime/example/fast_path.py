@@ -8,12 +8,12 @@ step (one entry of every Example per step), keys are matched through a hash of t
 headers are read for all entries at once and each kind's values are gathered in one pass (the
 packed bytes of a float list are its little-endian float32s; int64 varints are decoded where
 each ends; strings are cut out of the buffer, long lists of them split by upb). The readers of
-the wire format (entries, lists, values) live in ``runtime/example_wire.py``; this module holds
+the wire format (entries, lists, values) live in ``runtime/example/wire_readers.py``; this module holds
 what depends on the ``Config``: the key table of its ``Plan``, matching keys to slots and laying
 out the outputs.
 
 Falling back: anything else -- other encodings, malformed bytes, every error -- makes ``parse_fast``
-return None and the batch takes the general path in ``runtime/example_parser.py``, which owns TF's
+return None and the batch takes the general path in ``runtime/example/parser.py``, which owns TF's
 semantics and error texts: the fast path only ever agrees with it (tests/runtime/test_parsing_ops.py
 checks both against each other and TF). A ``Config`` none of whose batches can go fast (a dtype
 without a list kind, a dense feature of no values, a key of 128 bytes or more, keys whose hashes
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime import dtypes
-from runtime.example_specs import (
+from runtime.example.specs import (
     KIND_OF,
     NUMPY,
     Config,
@@ -39,7 +39,16 @@ from runtime.example_specs import (
     feature_slots,
     split_numpy,
 )
-from runtime.example_wire import _bytes, _entries, _floats, _int64s, _Irregular, _lists, _ranges, _require
+from runtime.example.wire_readers import (
+    _bytes,
+    _entries,
+    _floats,
+    _int64s,
+    _Irregular,
+    _lists,
+    _ranges,
+    _require,
+)
 
 _CODE = {dtypes.DT_STRING: 1, dtypes.DT_FLOAT: 2, dtypes.DT_INT64: 3}  # Feature's kind field numbers
 _MULTIPLIERS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93)

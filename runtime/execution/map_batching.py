@@ -1,4 +1,4 @@
-"""A map loop's steps run op by op, same-shaped items batched (``runtime/map_loops.py``).
+"""A map loop's steps run op by op, same-shaped items batched (``runtime/execution/map_loops.py``).
 
 ``MapLoop`` runs the body's item ops once per step: for ``tf.map_fn`` over a batch of images, every
 image pays each op's Python dispatch (cast, divide, resize, ...). Run op by op instead, over all

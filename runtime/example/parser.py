@@ -3,9 +3,9 @@
 The wire format is decoded by the generated ``Example`` class (upb, in C); this module does what TF's
 fast parser does on top of it: per configured feature, type checks, shape checks, defaults, padding
 of variable-length dense features, and the SparseTensor and RaggedTensor layouts. Error texts are
-TF's, word for word. Large batches are first offered to ``runtime/example_fast_path.py``, which
+TF's, word for word. Large batches are first offered to ``runtime/example/fast_path.py``, which
 parses canonically encoded ones column-wise and hands every other batch back to this general path;
-what to parse is a ``Config`` of ``runtime/example_specs.py``.
+what to parse is a ``Config`` of ``runtime/example/specs.py``.
 
 Semantics worth knowing:
 
@@ -28,16 +28,9 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from apis.tensorflow.core.example import example_pb2
-from runtime import dtypes, errors, example_fast_path
-from runtime.example_specs import (
-    KIND_OF,
-    NUMPY,
-    Config,
-    DenseSpec,
-    RaggedSpec,
-    SparseSpec,
-    split_numpy,
-)
+from runtime import dtypes, errors
+from runtime.example import fast_path as example_fast_path
+from runtime.example.specs import KIND_OF, NUMPY, Config, DenseSpec, RaggedSpec, SparseSpec, split_numpy
 
 _TYPE_OF_KIND = {"float_list": "float", "int64_list": "int64", "bytes_list": "string"}
 # The batch fast path costs about as much as the general path's parse of 480 (Example, feature)

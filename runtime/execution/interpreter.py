@@ -1,4 +1,4 @@
-"""The interpreter: the loop that runs a ``runtime.plan.Plan``, and what a run returns.
+"""The interpreter: the loop that runs a ``runtime.execution.plan.Plan``, and what a run returns.
 
 In the style of JAX's ``eval_jaxpr``: one flat loop over ``Step`` tuples reading and writing a
 list of value slots (slot 0 is scratch: outputs nobody reads). Dead tensors of TF1 control flow
@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from runtime import errors, fp_errors
-from runtime.graph import Operation
+from runtime import errors
+from runtime.execution import fp_errors
+from runtime.graph.graph import Operation
 from runtime.kernels.registry import DEAD
 
-_SCRATCH = 0  # runtime.plan's scratch slot
+_SCRATCH = 0  # runtime.execution.plan's scratch slot
 _monotonic = time.monotonic
 
 

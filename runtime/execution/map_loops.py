@@ -18,7 +18,7 @@ items held stacked, for ``TensorListStack``). A body holding a stateful op (whos
 be ordered against the bookkeeping) is not map-shaped. The analysis happens once per While node.
 
 The body's constants are computed once, and its steps run op by op with same-shaped items batched
-(``runtime/map_batching.py``, bit-identical); where that gives up, they run step by step.
+(``runtime/execution/map_batching.py``, bit-identical); where that gives up, they run step by step.
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime import map_batching, tensor_util
-from runtime.function import RUN_STATE, FunctionBody
-from runtime.graph import Operation, Tensor
+from runtime import tensor_util
+from runtime.execution import map_batching
+from runtime.execution.function import RUN_STATE, FunctionBody
+from runtime.graph.graph import Operation, Tensor
 from runtime.kernels import list_ops, lookup
 
 _ALIASES = frozenset({"Identity", "Snapshot", "StopGradient"})
-# Steps run together by ``runtime.map_batching``: their items are held at once (TF's map_fn holds
+# Steps run together by ``runtime.execution.map_batching``: their items are held at once (TF's map_fn holds
 # ``parallel_iterations``, 10 by default); more adds memory and saves little.
 STEPS_IN_FLIGHT = 32
 _PURE = frozenset({"_Arg", "_OrtCluster"})  # args; a delegated cluster (stateless numerics)
@@ -81,7 +82,7 @@ class MapLoop:
         return tuple(results)
 
     def _batched(self, values: tuple, counts: dict, steps: int) -> list | None:
-        """Per write, every step's item from ``runtime.map_batching``, ``STEPS_IN_FLIGHT`` steps at
+        """Per write, every step's item from ``runtime.execution.map_batching``, ``STEPS_IN_FLIGHT`` steps at
         a time (None: run step by step)."""
         state = RUN_STATE.get()
         if state is not None and state[1] is not None:  # a traced run reports every step's ops

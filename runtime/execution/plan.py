@@ -1,16 +1,16 @@
-"""Execution plans: a pruned, ordered, kernel-resolved step list (``runtime/interpreter.py`` runs it).
+"""Execution plans: a pruned, ordered, kernel-resolved step list (``runtime/execution/interpreter.py`` runs it).
 
 ``build_plan`` does every per-node decision once: prune to what the fetches and targets need
 (fed tensors cut their producers off), order topologically, resolve each node's kernel (registry
 first, then the function library: an op named after a library function calls it), decode and
-bind its attrs, group list inputs (``runtime/op_signatures.py``), dereference TF1 ref edges, and
+bind its attrs, group list inputs (``runtime/graph/op_signatures.py``), dereference TF1 ref edges, and
 compute after which step each value dies. It reports every unsupported op type at once.
 
 A Plan is ``Step`` tuples over a list of value slots (slot 0 is scratch: outputs nobody reads).
 It is immutable and shared by every thread running it; each run owns its slot list.
 
 TF1 while loops (Enter/Merge/NextIteration/Exit cycles) leave this loop as it is: at plan time
-``runtime/frames.py`` makes each loop frame one step whose call runs a plan of the loop body
+``runtime/execution/frames.py`` makes each loop frame one step whose call runs a plan of the loop body
 once per iteration (frames nest the same way).
 """
 
@@ -22,12 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from runtime import errors, frames, node_check
-from runtime.attrs import FuncAttr
-from runtime.graph import Operation, Tensor
-from runtime.interpreter import direct_call, node_error
+from runtime import errors
+from runtime.execution import frames
+from runtime.execution.interpreter import direct_call, node_error
+from runtime.graph import node_check
+from runtime.graph.attrs import FuncAttr
+from runtime.graph.graph import Operation, Tensor
+from runtime.graph.op_def import OpSignature
 from runtime.kernels import lookup
-from runtime.op_def import OpSignature
 
 _SCRATCH = 0
 # Kernels that return their inputs unchanged (Identity, StopGradient, IdentityN, PlaceholderWithDefault).
@@ -51,8 +53,8 @@ class OpContext:
     def __init__(self, op: Operation, resources, functions):
         self.op = op
         self.name = op.name
-        self.resources = resources  # runtime.resources.ResourceMgr
-        self.functions = functions  # runtime.function.FunctionLibraryRuntime
+        self.resources = resources  # runtime.kernels.resources.ResourceMgr
+        self.functions = functions  # runtime.execution.function.FunctionLibraryRuntime
         self.cached = None  # what a kernel keeps between runs, as TF's OpKernel members do
 
     @property
@@ -85,7 +87,7 @@ class Plan:
     direct: Callable[[Sequence], list] | None = None
     # Every slot's value before a run: constants' values (computed when the plan was built), else None.
     initial: tuple | None = None
-    # No step reads the run's state (``runtime.function.RUN_STATE``: deadline and trace), which
+    # No step reads the run's state (``runtime.execution.function.RUN_STATE``: deadline and trace), which
     # only calls into functions and loops do: a run with a timeout checks it between steps only.
     pure: bool = False
     # (call, inputs, output, frees) per step where every step has one output and none takes
@@ -105,7 +107,7 @@ class Plan:
 
 
 def _deref(value):
-    read = getattr(value, "read", None)  # a ref variable (runtime.resources.Var)
+    read = getattr(value, "read", None)  # a ref variable (runtime.kernels.resources.Var)
     return read() if read is not None else value
 
 
@@ -349,7 +351,7 @@ def build_plan(
 ) -> Plan:
     """A Plan computing ``fetches`` and running ``targets`` with ``feeds`` given (in order).
 
-    Where the needed ops hold TF1 while loops, ``runtime/frames.py`` builds the plan: each loop
+    Where the needed ops hold TF1 while loops, ``runtime/execution/frames.py`` builds the plan: each loop
     frame becomes one step running a plan of its own body per iteration.
     """
     try:

@@ -1,7 +1,7 @@
 """The NodeDef checks TF makes against an op's definition (``ValidateNodeDef``): every attr the
-op has without a default is there (``runtime/op_attrs.py``, from TF's registry), and the data
-inputs are as many as the op's args say (``runtime/op_signatures.py``). TF makes them when it
-imports a graph, and so does ``runtime.graph``; a plan checks again, when it first resolves a
+op has without a default is there (``runtime/graph/op_attrs.py``, from TF's registry), and the data
+inputs are as many as the op's args say (``runtime/graph/op_signatures.py``). TF makes them when it
+imports a graph, and so does ``runtime.graph.graph``; a plan checks again, when it first resolves a
 node's kernel, the attrs that kernel needs. A malformed node thus fails with TF's
 InvalidArgumentError naming it, never with a Python error from inside its kernel.
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import functools
 
 from runtime import dtypes, errors
-from runtime.op_attrs import REQUIRED_ATTRS
-from runtime.op_def import ArgSpec, OpSignature
+from runtime.graph.op_attrs import REQUIRED_ATTRS
+from runtime.graph.op_def import ArgSpec, OpSignature
 
 _REQUIRED = {op: frozenset(names.split(",")) for op, names in REQUIRED_ATTRS.items()}
 _NONE: frozenset[str] = frozenset()

@@ -22,14 +22,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from apis.tensorflow.core.framework import attr_value_pb2, function_pb2, graph_pb2, node_def_pb2
-from runtime import attrs as attr_lib
 from runtime import errors
-from runtime.attrs import FuncAttr
-from runtime.graph import Graph, Operation, Tensor
-from runtime.interpreter import instrument, run_plan
+from runtime.execution.interpreter import instrument, run_plan
+from runtime.execution.plan import Plan, build_plan
+from runtime.graph import attrs as attr_lib
+from runtime.graph.attrs import FuncAttr
+from runtime.graph.graph import Graph, Operation, Tensor
+from runtime.graph.op_def import function_signature, op_signature
 from runtime.kernels import lookup
-from runtime.op_def import function_signature, op_signature
-from runtime.plan import Plan, build_plan
 
 # Set by Session.run while a run has a deadline or traces: (deadline | None, trace list | None).
 RUN_STATE: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("run_state", default=None)
@@ -176,7 +176,7 @@ class _Instance:
 
 class MapItems:
     """A map loop's items: its body run up to them, its constants fed as ``consts`` (computed
-    once). Calling it runs one step; ``plan`` lets ``runtime.map_batching`` run all at once."""
+    once). Calling it runs one step; ``plan`` lets ``runtime.execution.map_batching`` run all at once."""
 
     def __init__(self, instance: _Instance, consts: tuple):
         self.instance, self.plan, self.consts = instance, instance.plan, consts
@@ -239,8 +239,8 @@ class FunctionLibraryRuntime:
                 self._by_attr[id(func)] = (func, instance)
 
     def map_loop(self, cond: FuncAttr, body: FuncAttr):
-        """``cond``/``body`` of a While as a ``runtime.map_loops.MapLoop``, or None (not map-shaped)."""
-        from runtime import map_loops  # imported late: map_loops imports this module
+        """``cond``/``body`` of a While as a ``runtime.execution.map_loops.MapLoop``, or None (not map-shaped)."""
+        from runtime.execution import map_loops  # imported late: map_loops imports this module
 
         instances = []
         for func in (cond, body):

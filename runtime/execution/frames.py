@@ -34,9 +34,10 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterable, Sequence
 
-from runtime import errors, interpreter
-from runtime import plan as plan_lib
-from runtime.graph import Operation, Tensor
+from runtime import errors
+from runtime.execution import interpreter
+from runtime.execution import plan as plan_lib
+from runtime.graph.graph import Operation, Tensor
 from runtime.kernels.registry import DEAD
 
 ENTER = frozenset({"Enter", "RefEnter"})
@@ -170,8 +171,8 @@ class FrameRunner:
 
 
 def _run_state():
-    # Imported late: runtime.function imports runtime.plan, which imports this module.
-    from runtime.function import RUN_STATE
+    # Imported late: runtime.execution.function imports runtime.execution.plan, which imports this module.
+    from runtime.execution.function import RUN_STATE
 
     return RUN_STATE.get()
 

@@ -17,7 +17,7 @@ return None and the batch takes the general path in ``runtime/example/parser.py`
 semantics and error texts: the fast path only ever agrees with it (tests/runtime/test_parsing_ops.py
 checks both against each other and TF). A ``Config`` none of whose batches can go fast (a dtype
 without a list kind, a dense feature of no values, a key of 128 bytes or more, keys whose hashes
-collide at every table size tried) gets None from ``plan``, cached as ``Config.fast_plan``.
+collide at every table size tried) gets None from ``plan``, kept in ``Config.derived``.
 
 Thread-safety: pure functions over immutable plans; safe to call from any thread.
 """
@@ -162,9 +162,17 @@ def _match(buf: np.ndarray, data: np.ndarray, plan: Plan) -> tuple[np.ndarray, n
     return slots, start + lengths
 
 
+def _plan_of(config: Config) -> Plan | None:
+    """``plan(config)``, made on the Config's first batch and kept with it."""
+    derived = config.derived
+    if "fast_path" not in derived:
+        derived["fast_path"] = plan(config)
+    return derived["fast_path"]
+
+
 def parse_fast(serialized: list, config: Config) -> tuple | None:
     """``parse_examples`` of a batch (not a scalar) in the canonical encoding; None otherwise."""
-    plan = config.fast_plan
+    plan = _plan_of(config)
     if plan is None or not serialized:
         return None
     try:

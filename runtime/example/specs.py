@@ -12,15 +12,11 @@ from __future__ import annotations
 
 import functools
 import operator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from runtime import dtypes
-
-if TYPE_CHECKING:
-    from runtime.example.fast_path import Plan
 
 KIND_OF = {dtypes.DT_FLOAT: "float_list", dtypes.DT_INT64: "int64_list", dtypes.DT_STRING: "bytes_list"}
 NUMPY = {dtypes.DT_FLOAT: np.float32, dtypes.DT_INT64: np.int64, dtypes.DT_STRING: object}
@@ -64,6 +60,9 @@ class Config:
     dense: tuple[DenseSpec, ...] = ()
     sparse: tuple[SparseSpec, ...] = ()
     ragged: tuple[RaggedSpec, ...] = ()
+    # What a parser derives from this Config once and keeps with it (the fast path's ``Plan``), so
+    # that this module needs to know none of them; a race derives the same value twice at worst.
+    derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @functools.cached_property
     def readers(self) -> list[tuple]:
@@ -75,15 +74,6 @@ class Config:
             (key, family, index, operator.attrgetter(f"{kind}.value"), exact)
             for key, (family, index, kind, exact) in feature_slots(self).items()
         ]
-
-    @functools.cached_property
-    def fast_plan(self) -> Plan | None:
-        """The batch fast path's key lookup; None when some spec keeps every batch on the general path."""
-        from runtime.example import (
-            fast_path as example_fast_path,  # it imports this module: importing it at the top would cycle
-        )
-
-        return example_fast_path.plan(self)
 
 
 def feature_slots(config: Config) -> dict[str, tuple]:

@@ -147,7 +147,7 @@ class FrameRunner:
         feeds = [*enters, *outside, *(DEAD,) * num_next]
         later = [v if c else DEAD for v, c in zip(enters, self.constant)] + outside
         exits = [DEAD] * num_exits
-        state = _run_state()
+        state = interpreter.RUN_STATE.get()
         steps = deadline = None
         if state is not None:
             deadline, trace = state
@@ -170,19 +170,12 @@ class FrameRunner:
         return f"FrameRunner({self.name!r})"
 
 
-def _run_state():
-    # Imported late: runtime.execution.function imports runtime.execution.plan, which imports this module.
-    from runtime.execution.function import RUN_STATE
-
-    return RUN_STATE.get()
-
-
 class _Build:
     """What every scope of one plan shares: the feeds, each op's kernel and frame."""
 
     def __init__(self, feeds):
         self.fed = set(feeds)
-        self.kernels: dict[Operation, plan_lib._Kernel] = {}
+        self.kernels: dict[Operation, plan_lib.Kernel] = {}
         self.frame_of: dict[Operation, Frame] = {}
 
     def unit(self, op: Operation, scope: Frame):
@@ -196,11 +189,11 @@ class _Build:
 
 
 def build_frame_plan(feeds, fetches, targets, resources, functions):
-    """``plan.build_plan`` for ops holding while loops: the root scope's plan."""
+    """``planner.build_plan`` for ops holding while loops: the root scope's plan."""
     build = _Build(feeds)
     needed = needed_ops(build.fed, fetches, targets)
     root, build.frame_of = assign_frames(needed, build.fed)
-    kernels = plan_lib._resolve_all(needed, resources, functions)
+    kernels = plan_lib.resolve_all(needed, resources, functions)
     build.kernels = dict(zip(needed, kernels))
     for tensor in fetches:
         frame = build.frame_of.get(tensor.op, root)
@@ -212,7 +205,7 @@ def build_frame_plan(feeds, fetches, targets, resources, functions):
     builder = _scope_steps(build, root, list(feeds), list(fetches), frozenset())
     fetch_slots = tuple(builder.value_slot(t, False, t.op) for t in fetches)
     feed_slots = tuple(builder.slot_of[t] for t in feeds)
-    return plan_lib._finish(builder, feed_slots, fetch_slots, fetches)
+    return plan_lib.finish(builder, feed_slots, fetch_slots, fetches)
 
 
 def _order(build: _Build, scope: Frame, skip: set[Operation]) -> list:
@@ -237,7 +230,7 @@ def _order(build: _Build, scope: Frame, skip: set[Operation]) -> list:
                 if pred in skip:
                     continue
                 if state.get(pred) is False:
-                    raise plan_lib._cycle(pred if isinstance(pred, Operation) else unit)
+                    raise plan_lib.cycle_error(pred if isinstance(pred, Operation) else unit)
                 if pred not in state:
                     stack.append((pred, False))
     return order
@@ -299,7 +292,7 @@ def _scope_steps(build: _Build, scope: Frame, feeds: list[Tensor], fetches: list
             wanted.update(layout.outside)
             for enter in layout.enters:
                 controlled.update(enter.control_inputs)
-    builder = plan_lib._StepBuilder(feeds, wanted, controlled, ref_feeds)
+    builder = plan_lib.StepBuilder(feeds, wanted, controlled, ref_feeds)
     for unit in order:
         if isinstance(unit, Operation):
             builder.add(unit, build.kernels[unit])
@@ -333,7 +326,7 @@ def _add_frame(build: _Build, builder, frame: Frame, layout: _FrameLayout) -> No
     refs = [n.type in _REF_OUTPUT for n in layout.nexts] + [e.type in _REF_OUTPUT for e in exits]
     refs += [False] * len(layout.conds)
     fetch_slots = tuple(sub.value_slot(t, ref, t.op) for t, ref in zip(sub_fetches, refs))
-    sub_plan = plan_lib._finish(sub, tuple(range(1, len(sub_feeds) + 1)), fetch_slots, sub_fetches)
+    sub_plan = plan_lib.finish(sub, tuple(range(1, len(sub_feeds) + 1)), fetch_slots, sub_fetches)
     constant = tuple(bool(e.attrs.get("is_constant", False)) for e in layout.enters)
     runner = FrameRunner(frame.name, sub_plan, constant, len(layout.nexts), len(exits), len(layout.conds))
     outs = []

@@ -9,6 +9,7 @@ A plan that is one step from the feeds to the fetches runs as one call (``direct
 
 from __future__ import annotations
 
+import contextvars
 import operator
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +22,9 @@ from runtime.graph.graph import Operation
 from runtime.kernels.registry import DEAD
 
 _SCRATCH = 0  # runtime.execution.plan's scratch slot
+# What a run carries into the plans it calls (functions, loop frames, map loops): set by Session.run
+# while a run has a deadline or traces, as (deadline | None, trace list | None).
+RUN_STATE: contextvars.ContextVar[tuple | None] = contextvars.ContextVar("run_state", default=None)
 _monotonic = time.monotonic
 
 

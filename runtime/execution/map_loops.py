@@ -31,7 +31,8 @@ import numpy as np
 
 from runtime import tensor_util
 from runtime.execution import map_batching
-from runtime.execution.function import RUN_STATE, FunctionBody
+from runtime.execution.interpreter import RUN_STATE
+from runtime.graph.function_def import FunctionBody
 from runtime.graph.graph import Operation, Tensor
 from runtime.kernels import list_ops, lookup
 

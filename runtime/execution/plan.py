@@ -1,10 +1,10 @@
 """Execution plans: a pruned, ordered, kernel-resolved step list (``runtime/execution/interpreter.py`` runs it).
 
-``build_plan`` does every per-node decision once: prune to what the fetches and targets need
-(fed tensors cut their producers off), order topologically, resolve each node's kernel (registry
-first, then the function library: an op named after a library function calls it), decode and
-bind its attrs, group list inputs (``runtime/graph/op_signatures.py``), dereference TF1 ref edges, and
-compute after which step each value dies. It reports every unsupported op type at once.
+Building one (``runtime/execution/planner.py`` orders the ops) makes every per-node decision once:
+resolve each node's kernel (registry first, then the function library: an op named after a library
+function calls it), decode and bind its attrs, group list inputs (``runtime/graph/op_signatures.py``),
+dereference TF1 ref edges, and compute after which step each value dies (``StepBuilder``,
+``finish``). ``resolve_all`` reports every unsupported op type at once.
 
 A Plan is ``Step`` tuples over a list of value slots (slot 0 is scratch: outputs nobody reads).
 It is immutable and shared by every thread running it; each run owns its slot list.
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from runtime import errors
-from runtime.execution import frames
 from runtime.execution.interpreter import direct_call, node_error
 from runtime.graph import node_check
 from runtime.graph.attrs import FuncAttr
@@ -87,7 +86,7 @@ class Plan:
     direct: Callable[[Sequence], list] | None = None
     # Every slot's value before a run: constants' values (computed when the plan was built), else None.
     initial: tuple | None = None
-    # No step reads the run's state (``runtime.execution.function.RUN_STATE``: deadline and trace), which
+    # No step reads the run's state (``runtime.execution.interpreter.RUN_STATE``: deadline and trace), which
     # only calls into functions and loops do: a run with a timeout checks it between steps only.
     pure: bool = False
     # (call, inputs, output, frees) per step where every step has one output and none takes
@@ -115,7 +114,7 @@ class CycleError(errors.UnimplementedError):
     """A cycle among the ops of one frame: a TF1 while loop's back edge, or an invalid graph."""
 
 
-def _cycle(op: Operation) -> errors.OpError:
+def cycle_error(op: Operation) -> errors.OpError:
     return CycleError(
         None,
         None,
@@ -124,34 +123,7 @@ def _cycle(op: Operation) -> errors.OpError:
     )
 
 
-def _needed_ops(fed: set[Tensor], fetches: Sequence[Tensor], targets: Sequence[Operation]) -> list[Operation]:
-    """Ops the fetches and targets need, in a topological order (iterative DFS post-order)."""
-    order: list[Operation] = []
-    state: dict[Operation, bool] = {}  # False while visiting, True once ordered
-    for root in [t.op for t in fetches if t not in fed] + list(targets):
-        stack = [(root, False)]
-        while stack:
-            op, expanded = stack.pop()
-            if expanded:
-                state[op] = True
-                order.append(op)
-                continue
-            if state.get(op) is not None:
-                if state[op] is False:  # reached again while its own inputs are visited
-                    raise _cycle(op)
-                continue
-            state[op] = False
-            stack.append((op, True))
-            preds = [t.op for t in op.inputs if t not in fed] + op.control_inputs
-            for pred in reversed(preds):
-                if state.get(pred) is False:
-                    raise _cycle(pred)
-                if pred not in state:
-                    stack.append((pred, False))
-    return order
-
-
-class _Kernel(NamedTuple):
+class Kernel(NamedTuple):
     call: Callable
     accepts_dead: bool
     multi: bool | None  # None: decide from the output count
@@ -161,7 +133,7 @@ class _Kernel(NamedTuple):
     pure: bool = False  # a plain function of its inputs: no context, so no function calls
 
 
-def _resolve(op: Operation, resources, functions) -> _Kernel | None:
+def _resolve(op: Operation, resources, functions) -> Kernel | None:
     definition = lookup(op.type)
     if definition is not None or (functions is not None and op.type in op.graph.functions):
         node_check.check_node(
@@ -181,11 +153,11 @@ def _resolve(op: Operation, resources, functions) -> _Kernel | None:
         else:
             call = functools.partial(definition.fn, **attrs) if attrs else definition.fn
         pure = not (definition.needs_context or definition.per_node)
-        return _Kernel(
+        return Kernel(
             call, definition.accepts_dead, None, op.signature, definition.quiet, definition.constant, pure
         )
     if functions is not None and op.type in op.graph.functions:
-        return _Kernel(functions.call_kernel(op), False, True, op.signature)
+        return Kernel(functions.call_kernel(op), False, True, op.signature)
     return None
 
 
@@ -227,7 +199,7 @@ def _ref_flags(args, attrs) -> list[bool]:
     return [arg.is_ref for arg in args for _ in range(arg.size(attrs))]
 
 
-def _resolve_all(order: list[Operation], resources, functions) -> list[_Kernel]:
+def resolve_all(order: list[Operation], resources, functions) -> list[Kernel]:
     """Every op's kernel; one UnsupportedOpsError listing all that have none (functions too)."""
     missing: collections.Counter = collections.Counter()
     kernels = []
@@ -246,7 +218,7 @@ def _resolve_all(order: list[Operation], resources, functions) -> list[_Kernel]:
     return kernels
 
 
-class _StepBuilder:
+class StepBuilder:
     """Assigns value slots and turns ordered (op, kernel) pairs into raw steps."""
 
     def __init__(
@@ -272,7 +244,7 @@ class _StepBuilder:
         self.num_slots += 1
         return self.num_slots - 1
 
-    def _forwards(self, op: Operation, kernel: _Kernel) -> bool:
+    def _forwards(self, op: Operation, kernel: Kernel) -> bool:
         """An ``Identity`` (or alike) that only forwards its value (no control edges in or out, so its
         deadness is its input's) costs no step. Arrays are never mutated in place, so sharing
         the slot is what TF's Identity (which forwards the same buffer) does."""
@@ -293,7 +265,7 @@ class _StepBuilder:
             return out
         return slot
 
-    def add(self, op: Operation, kernel: _Kernel) -> None:
+    def add(self, op: Operation, kernel: Kernel) -> None:
         signature, attrs = kernel.signature, op.attrs
         ref_in = _ref_flags(signature.inputs, attrs) if signature else []
         inputs = tuple(self.value_slot(t, i < len(ref_in) and ref_in[i], op) for i, t in enumerate(op.inputs))
@@ -342,36 +314,7 @@ class _StepBuilder:
         self.raw_steps.append([call, inputs, multi, outputs, kernel.accepts_dead, dead_inputs, op, ctrl])
 
 
-def build_plan(
-    feeds: Sequence[Tensor],
-    fetches: Sequence[Tensor],
-    targets: Sequence[Operation],
-    resources=None,
-    functions=None,
-) -> Plan:
-    """A Plan computing ``fetches`` and running ``targets`` with ``feeds`` given (in order).
-
-    Where the needed ops hold TF1 while loops, ``runtime/execution/frames.py`` builds the plan: each loop
-    frame becomes one step running a plan of its own body per iteration.
-    """
-    try:
-        order = _needed_ops(set(feeds), fetches, targets)
-    except CycleError:
-        order = None
-    if order is None or frames.has_frames(order):
-        return frames.build_frame_plan(feeds, fetches, targets, resources, functions)
-    kernels = _resolve_all(order, resources, functions)
-    wanted = set(fetches).union(*(op.inputs for op in order))
-    controlled = {c for op in order for c in op.control_inputs}
-    builder = _StepBuilder(feeds, wanted, controlled)
-    for op, kernel in zip(order, kernels):
-        builder.add(op, kernel)
-    fetch_slots = tuple(builder.value_slot(t, False, t.op) for t in fetches)
-    feed_slots = tuple(builder.slot_of[t] for t in feeds)
-    return _finish(builder, feed_slots, fetch_slots, fetches)
-
-
-def _finish(builder: _StepBuilder, feed_slots, fetch_slots, fetches) -> Plan:
+def finish(builder: StepBuilder, feed_slots, fetch_slots, fetches) -> Plan:
     """Frees each slot after its last reader (never fetched slots) and freezes the steps."""
     raw_steps = builder.raw_steps
     last_use: dict[int, int] = {}

@@ -26,9 +26,10 @@ from apis.tensorflow.core.protobuf import config_pb2
 from runtime import dtypes, errors
 from runtime.execution import fp_errors
 from runtime.execution.fetches import FetchMapper
-from runtime.execution.function import RUN_STATE, FunctionLibraryRuntime
-from runtime.execution.interpreter import fetched_values, instrument, run_plan, run_simple
-from runtime.execution.plan import Plan, build_plan
+from runtime.execution.function import FunctionLibraryRuntime
+from runtime.execution.interpreter import RUN_STATE, fetched_values, instrument, run_plan, run_simple
+from runtime.execution.plan import Plan
+from runtime.execution.planner import build_plan
 from runtime.graph.device import LOCAL_CPU
 from runtime.graph.graph import Graph, Operation, Tensor, get_default_graph
 from runtime.kernels.resources import ResourceMgr

@@ -29,7 +29,7 @@ from runtime import dtypes, errors
 from runtime.execution.function import FunctionLibraryRuntime
 from runtime.execution.gc_pause import gc_paused
 from runtime.execution.interpreter import fetched, run_plan
-from runtime.execution.plan import build_plan
+from runtime.execution.planner import build_plan
 from runtime.graph.graph import Graph, Operation
 from runtime.kernels.registry import kernel
 from runtime.kernels.resources import ResourceMgr

@@ -21,7 +21,7 @@ import numpy as np
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import dtypes, tensor_util
 from runtime.execution.interpreter import run_plan
-from runtime.execution.plan import build_plan
+from runtime.execution.planner import build_plan
 from runtime.graph.graph import Graph, Operation
 from runtime.kernels import lookup as kernel_lookup
 from runtime.onnx.subgraph_match import rewritten

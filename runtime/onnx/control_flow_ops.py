@@ -29,7 +29,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from runtime import dtypes, tensor_util
-from runtime.execution.function import FunctionBody, instantiate
+from runtime.graph.function_def import FunctionBody, instantiate
 from runtime.graph.graph import Operation, Tensor
 from runtime.kernels import lookup as kernel_lookup
 from runtime.onnx import partition

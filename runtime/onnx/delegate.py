@@ -52,6 +52,7 @@ from runtime.onnx.cluster_cache import ClusterCache, cached_plan, store_plan
 from runtime.onnx.cluster_constants import ClusterConstants
 from runtime.onnx.constant_folding import fold_constants, frozen_chains
 from runtime.onnx.control_flow_ops import WHILE_OPS
+from runtime.onnx.cost import BOOKKEEPING, DATA_MOVEMENT, estimate_flops
 from runtime.onnx.embedding_fusion import fuse_embedding_lookups
 from runtime.onnx.frozen_variables import freeze_variables, loop_variable_values, writes_variables
 from runtime.onnx.functions import delegate_functions
@@ -62,7 +63,7 @@ from runtime.onnx.loop_variables import freeze_loop_variables
 from runtime.onnx.options import DelegationOptions, uses_gpu
 from runtime.onnx.raise_conds import raise_conds
 from runtime.onnx.raise_frames import raise_frames
-from runtime.onnx.report import BOOKKEEPING, ClusterSummary, DelegationReport, estimate_flops
+from runtime.onnx.report import ClusterSummary, DelegationReport
 
 logger = logging.getLogger(__name__)
 
@@ -398,7 +399,7 @@ def explain_native(
 
 def _unclustered(op: Operation) -> str:
     """Why a supported op is in no cluster (``propose_clusters`` keeps only clusters worth a call)."""
-    if op.type in partition.DATA_MOVEMENT:
+    if op.type in DATA_MOVEMENT:
         return "only data movement in its cluster"
     if any(partition.is_list(t.dtype) for t in [*op.inputs, *op.outputs]):
         return "a TensorList would cross its cluster's boundary"

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from runtime.execution.interpreter import run_plan
-from runtime.execution.plan import build_plan
+from runtime.execution.planner import build_plan
 from runtime.graph.graph import Graph, Operation
 from runtime.onnx.control_flow_ops import WHILE_OPS
 

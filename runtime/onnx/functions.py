@@ -6,7 +6,7 @@ once per step; inlining cannot flatten a loop, so the body itself is partitioned
 original stays in the library, untouched), and the loop node is pointed at it. Cluster nodes in
 a body carry ``key``: the delegation they belong to (options and report), since the body's
 Operations only exist once the Session instantiates the function. Function bodies are read with
-``runtime.execution.function.instantiate`` (flat ``node:k`` references), which is also how the Session reads
+``runtime.graph.function_def.instantiate`` (flat ``node:k`` references), which is also how the Session reads
 the rewritten ones. Functions with attr parameters (polymorphic bodies) are left as they are.
 """
 
@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from apis.tensorflow.core.framework import function_pb2, graph_pb2
-from runtime.execution.function import instantiate
+from runtime.graph.function_def import instantiate
 from runtime.graph.graph import Graph
 from runtime.onnx import partition
 from runtime.onnx.cond_ops import IF_OPS, branches_reason

@@ -27,7 +27,7 @@ import numpy as np
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import dtypes, tensor_util
 from runtime.execution.interpreter import run_plan
-from runtime.execution.plan import build_plan
+from runtime.execution.planner import build_plan
 from runtime.graph.graph import Graph, Operation, Tensor
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 from runtime import dtypes
-from runtime.execution.function import instantiate
+from runtime.graph.function_def import instantiate
 from runtime.graph.op_def import parse_input
 from runtime.kernels import lookup
 

@@ -40,18 +40,9 @@ from runtime.graph.device import pinned_to_cpu
 from runtime.graph.graph import Graph, Operation
 from runtime.graph.op_def import parse_input
 from runtime.onnx import converter as converter_lib
-from runtime.onnx.report import estimate_flops
+from runtime.onnx.cost import DATA_MOVEMENT, estimate_flops
 
 CLUSTER_OP = "_OrtCluster"
-# Ops that move or describe data without computing: a cluster of only these stays native.
-DATA_MOVEMENT = frozenset(
-    {
-        "Identity", "StopGradient", "PreventGradient", "Snapshot", "Reshape", "Squeeze", "ExpandDims",
-        "Shape", "Size", "StridedSlice", "Slice", "Pack", "ConcatV2", "Transpose", "Cast", "Fill",
-        "ZerosLike", "OnesLike", "GatherV2", "Tile", "BroadcastTo", "Split", "Pad", "PadV2", "Range",
-        "Unpack", "ReverseV2", "IdentityN", "NoOp",
-    }
-)  # fmt: skip
 _CONTROL_FLOW_SOURCES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
 LOOPS = frozenset({"While", "StatelessWhile"})
 # Ops heavy enough to be worth an onnxruntime call on their own.

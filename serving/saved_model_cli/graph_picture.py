@@ -148,7 +148,7 @@ def _draw_native(dot, op, native: placement.NativeOp | None, missing: set[str]) 
         )
         dot.node(op.name, f"{op.name}\n{op.type}", fillcolor=_NATIVE_COLOUR, tooltip=tip)
     else:
-        quiet = op.type in placement.onnx_module("report").BOOKKEEPING or op.type == "NoOp"
+        quiet = op.type in placement.onnx_module("cost").BOOKKEEPING or op.type == "NoOp"
         dot.node(op.name, op.type, fillcolor=_QUIET_COLOUR, fontsize="8" if quiet else "10", tooltip=op.name)
 
 

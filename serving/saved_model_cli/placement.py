@@ -81,12 +81,12 @@ def place(session, signature) -> SignaturePlacement:
     graph = session.graph
     report = getattr(session, "delegation_report", None)  # a runtime.onnx DelegationReport
     region = onnx_module("delegate").served_region(graph, [signature_io(signature)])
-    not_work = onnx_module("report").BOOKKEEPING | {"NoOp"}
+    not_work = onnx_module("cost").BOOKKEEPING | {"NoOp"}
     ops = [op for op in graph.get_operations() if op in region]
     placement = SignaturePlacement(ops=ops)
     summaries = {c.name: c for c in report.clusters} if report is not None else {}
     native_flops = report.native_op_flops if report is not None else {}
-    estimate_flops = onnx_module("report").estimate_flops  # for ops the report does not cover
+    estimate_flops = onnx_module("cost").estimate_flops  # for ops the report does not cover
     for op in ops:
         if op.type == CLUSTER_OP:
             placement.clusters.append(summaries.get(op.name) or _summary(op))

@@ -9,7 +9,7 @@ import pytest
 
 from apis.tensorflow.core.framework import function_pb2, graph_pb2
 from runtime import Graph, Session, dtypes, errors
-from runtime.execution.function import instantiate
+from runtime.graph.function_def import instantiate
 from runtime.tensor_util import make_tensor_proto
 from tests.oracle.builders.session_graphs import fetch_structure
 from tests.runtime.test_session import check_runs, open_case

@@ -11,7 +11,7 @@ import pytest
 from loader import load_saved_model
 from runtime import Graph, errors, tensor_util
 from runtime.execution.interpreter import run_plan
-from runtime.execution.plan import build_plan
+from runtime.execution.planner import build_plan
 from runtime.kernels import KERNELS
 from runtime.kernels.feature_column_ops import OP_TYPE, bucketized_sparse_tensor
 from runtime.onnx.bucketized_fusion import fuse_bucketized_columns

@@ -13,7 +13,7 @@ import pytest
 from loader import load_saved_model
 from runtime import Graph, errors
 from runtime.execution.interpreter import run_plan
-from runtime.execution.plan import build_plan
+from runtime.execution.planner import build_plan
 from runtime.kernels.embedding_ops import OP_TYPE
 from runtime.onnx.delegate import served_region
 from runtime.onnx.embedding_fusion import fuse_embedding_lookups

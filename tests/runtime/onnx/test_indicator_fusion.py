@@ -11,7 +11,7 @@ import pytest
 from loader import load_saved_model
 from runtime import Graph, errors
 from runtime.execution.interpreter import run_plan
-from runtime.execution.plan import build_plan
+from runtime.execution.planner import build_plan
 from runtime.kernels import KERNELS
 from runtime.kernels.feature_column_ops import INDICATOR_OP_TYPE, indicator_counts
 from runtime.onnx.indicator_fusion import fuse_indicator_columns

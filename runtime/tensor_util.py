@@ -1,59 +1,88 @@
-"""``TensorProto`` <-> numpy, with TensorFlow's semantics and without per-element Python loops.
+"""``TensorProto`` <-> numpy: the package's one tensor codec, without per-element Python loops.
 
-``make_ndarray`` reads ``tensor_content`` when present, else the typed ``*_val`` field
-(``half_val`` carries float16 and bfloat16 as their 16-bit patterns, complex fields carry
-(real, imag) pairs, ``string_val`` becomes an object array of ``bytes``). As in TF's
-``Tensor::FromProto``, fewer values than elements repeat the last value and no values mean zeros.
-That expansion is the only allocation not paid for by the proto's own bytes, so it is bounded:
-``max_bytes`` (default ``MAX_EXPANDED_BYTES``) caps what a small proto can claim.
+Two callers, two sets of TF semantics over the same field tables and readers:
 
-``make_tensor_proto`` is ``tf.make_tensor_proto``'s core: numpy conversion with TF's default
-dtypes (Python floats -> float32, ints -> int32 or int64), a single value broadcast to ``shape``,
-numeric data in ``tensor_content`` (or in ``*_val`` fields when ``use_tensor_content=False``, as
-TF Serving's ``AsProtoField`` writes responses).
+- TF's Python API (``tf.make_ndarray``, ``tf.make_tensor_proto``), for graphs, checkpoints, tests:
+  ``make_ndarray`` reads ``tensor_content`` when present, else the typed ``*_val`` field (``half_val``
+  carries float16 and bfloat16 as their 16-bit patterns, complex fields carry (real, imag) pairs,
+  ``string_val`` becomes an object array of ``bytes``); more values than elements are an error.
+  ``make_tensor_proto`` converts with TF's default dtypes (Python floats -> float32, ints -> int32
+  or int64), broadcasts a single value to ``shape``, and packs numeric data in ``tensor_content``
+  (or in ``*_val`` fields when ``use_tensor_content=False``).
+- TF Serving's request path (``Tensor::FromProto``, ``Tensor::AsProtoField``), for
+  ``serving/tensor_codec.py``: ``field_values`` and ``strings_from_content`` read what a request
+  holds (values past the element count are ignored there); ``field_bytes`` and ``content_bytes``
+  write a TensorProto as wire bytes (``runtime/wire.py``) that protobuf parses in one call.
 
-Both are pure functions, safe to call from any thread; serving calls them on the request path.
+As in TF, fewer values than elements repeat the last value and no values mean zeros (``fill``);
+callers bound that expansion, the only allocation not paid for by the proto's own bytes
+(``max_bytes``, default ``MAX_EXPANDED_BYTES``). Byte order is the host's, which must be
+little-endian like the wire format (checked at import).
+
+Pure functions, safe to call from any thread; serving calls them on the request path.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import sys
 
 import numpy as np
 
 from apis.tensorflow.core.framework import tensor_pb2, tensor_shape_pb2
-from runtime import dtypes, errors
+from runtime import dtypes, errors, wire
+
+if sys.byteorder != "little":  # pragma: no cover
+    raise ImportError("runtime.tensor_util assumes a little-endian host")
 
 MAX_EXPANDED_BYTES = 1 << 31  # what a proto may expand to beyond the values it carries
 
-# dtype enum -> the repeated field holding its values (when not in tensor_content).
-_VAL_FIELD = {
-    dtypes.DT_FLOAT: "float_val",
-    dtypes.DT_DOUBLE: "double_val",
-    dtypes.DT_INT32: "int_val",
-    dtypes.DT_UINT8: "int_val",
-    dtypes.DT_INT16: "int_val",
-    dtypes.DT_INT8: "int_val",
-    dtypes.DT_QINT8: "int_val",
-    dtypes.DT_QUINT8: "int_val",
-    dtypes.DT_QINT16: "int_val",
-    dtypes.DT_QUINT16: "int_val",
-    dtypes.DT_QINT32: "int_val",
-    dtypes.DT_UINT16: "int_val",
-    dtypes.DT_INT64: "int64_val",
-    dtypes.DT_UINT32: "uint32_val",
-    dtypes.DT_UINT64: "uint64_val",
-    dtypes.DT_BOOL: "bool_val",
-    dtypes.DT_HALF: "half_val",
-    dtypes.DT_BFLOAT16: "half_val",
-    dtypes.DT_COMPLEX64: "scomplex_val",
-    dtypes.DT_COMPLEX128: "dcomplex_val",
-    dtypes.DT_STRING: "string_val",
-    dtypes.DT_RESOURCE: "resource_handle_val",
-    dtypes.DT_VARIANT: "variant_val",
+
+class TensorProtoError(ValueError):
+    """The proto does not describe a tensor (TF's ``Tensor::FromProto`` returns false)."""
+
+
+# dtype -> (the repeated field holding its values when not in tensor_content, its field number)
+VALUE_FIELDS: dict[int, tuple[str, int]] = {
+    dtypes.DT_FLOAT: ("float_val", 5),
+    dtypes.DT_DOUBLE: ("double_val", 6),
+    dtypes.DT_INT32: ("int_val", 7),
+    dtypes.DT_INT16: ("int_val", 7),
+    dtypes.DT_INT8: ("int_val", 7),
+    dtypes.DT_UINT8: ("int_val", 7),
+    dtypes.DT_UINT16: ("int_val", 7),
+    dtypes.DT_QINT8: ("int_val", 7),
+    dtypes.DT_QUINT8: ("int_val", 7),
+    dtypes.DT_QINT16: ("int_val", 7),
+    dtypes.DT_QUINT16: ("int_val", 7),
+    dtypes.DT_QINT32: ("int_val", 7),
+    dtypes.DT_STRING: ("string_val", 8),
+    dtypes.DT_COMPLEX64: ("scomplex_val", 9),
+    dtypes.DT_INT64: ("int64_val", 10),
+    dtypes.DT_BOOL: ("bool_val", 11),
+    dtypes.DT_COMPLEX128: ("dcomplex_val", 12),
+    dtypes.DT_HALF: ("half_val", 13),
+    dtypes.DT_BFLOAT16: ("half_val", 13),
+    dtypes.DT_RESOURCE: ("resource_handle_val", 14),
+    dtypes.DT_VARIANT: ("variant_val", 15),
+    dtypes.DT_UINT32: ("uint32_val", 16),
+    dtypes.DT_UINT64: ("uint64_val", 17),
 }
+_HANDLE_TYPES = (dtypes.DT_RESOURCE, dtypes.DT_VARIANT)  # messages, not arrays of values
+_OBJECT_TYPES = (dtypes.DT_STRING, *_HANDLE_TYPES)
+# dtypes whose values this codec reads and writes as numpy arrays (requests, responses)
+_NUMPY_DTYPE = {dtype: dtypes.as_numpy_dtype(dtype) for dtype in VALUE_FIELDS if dtype not in _HANDLE_TYPES}
+# How the typed field holds a dtype's values where that differs from the dtype (int_val is int32:
+# TF keeps the low bits).
+_FIELD_DTYPE = {
+    dtype: np.int32
+    for dtype in (
+        dtypes.DT_INT16, dtypes.DT_INT8, dtypes.DT_UINT8, dtypes.DT_UINT16,
+        dtypes.DT_QINT8, dtypes.DT_QUINT8, dtypes.DT_QINT16, dtypes.DT_QUINT16,
+    )
+}  # fmt: skip
 _COMPLEX_PART = {dtypes.DT_COMPLEX64: np.float32, dtypes.DT_COMPLEX128: np.float64}
-_OBJECT_TYPES = (dtypes.DT_STRING, dtypes.DT_RESOURCE, dtypes.DT_VARIANT)
 # What tf.make_tensor_proto packs into tensor_content (not bool, complex, uint16, strings).
 _TENSOR_CONTENT_TYPES = frozenset(
     {
@@ -63,6 +92,20 @@ _TENSOR_CONTENT_TYPES = frozenset(
         dtypes.DT_QINT8, dtypes.DT_QUINT8, dtypes.DT_QINT16, dtypes.DT_QUINT16, dtypes.DT_QINT32,
     }
 )  # fmt: skip
+# Typed fields whose packed wire bytes are the values' own bytes (bool_val: varints of 0 and 1).
+RAW_FIELDS = frozenset(
+    (dtypes.DT_FLOAT, dtypes.DT_DOUBLE, dtypes.DT_COMPLEX64, dtypes.DT_COMPLEX128, dtypes.DT_BOOL)
+)
+_SHORT_FIELD = 256  # fields shorter than this convert faster through a list
+
+
+# ---------------------------------------------------------------------------------------------
+# decoding
+
+
+def numpy_dtype(dtype: int) -> np.dtype | None:
+    """The numpy dtype of a TensorProto dtype this codec reads and writes as arrays (None: unsupported)."""
+    return _NUMPY_DTYPE.get(dtype)
 
 
 def shape_from_proto(shape: tensor_shape_pb2.TensorShapeProto) -> tuple[int | None, ...] | None:
@@ -95,35 +138,13 @@ def make_ndarray(tensor: tensor_pb2.TensorProto, *, max_bytes: int = MAX_EXPANDE
                 f"{list(dims)} of {dtypes.name(dtype)} needs {count * np_dtype.itemsize}",
             )
         return np.frombuffer(content, dtype=np_dtype).copy().reshape(dims)
-    values = _field_values(tensor, dtype, np_dtype)
-    return _fill(values, dims, count, dtype, max_bytes)
-
-
-def _field_values(tensor: tensor_pb2.TensorProto, dtype: int, np_dtype: np.dtype) -> np.ndarray:
-    field = getattr(tensor, _VAL_FIELD[dtypes.base_dtype(dtype)])
-    if dtype in (dtypes.DT_HALF, dtypes.DT_BFLOAT16):
-        return np.asarray(field, dtype=np.int32).astype(np.uint16).view(np_dtype)
-    if dtype in _COMPLEX_PART:
-        pairs = np.asarray(field, dtype=_COMPLEX_PART[dtype])
-        if pairs.size % 2:
-            raise errors.InvalidArgumentError(
-                None, None, "TensorProto's complex values do not come in (real, imag) pairs"
-            )
-        return pairs.view(np_dtype)
-    if np_dtype == np.dtype(object):
-        values = np.empty(len(field), dtype=object)
-        values[:] = list(field)
-        return values
-    if dtype in (dtypes.DT_INT8, dtypes.DT_UINT8, dtypes.DT_INT16, dtypes.DT_UINT16):
-        # int_val is int32 on the wire; TF keeps the low bits.
-        return np.asarray(field, dtype=np.int32).astype(np_dtype)
-    return np.asarray(field, dtype=np_dtype)
-
-
-def _fill(values: np.ndarray, dims: tuple[int, ...], count: int, dtype: int, max_bytes: int):
+    base = dtypes.base_dtype(dtype)
+    if base in _COMPLEX_PART and len(getattr(tensor, VALUE_FIELDS[base][0])) % 2:
+        raise errors.InvalidArgumentError(
+            None, None, "TensorProto's complex values do not come in (real, imag) pairs"
+        )
+    values = field_values(tensor, base, np_dtype)
     have = values.size
-    if have == count:
-        return values.reshape(dims)
     if have > count:
         raise errors.InvalidArgumentError(
             None,
@@ -131,23 +152,69 @@ def _fill(values: np.ndarray, dims: tuple[int, ...], count: int, dtype: int, max
             f"TensorProto holds {have} values, more than the {count} elements of shape {list(dims)}",
         )
     itemsize = dtypes.itemsize(dtype) or 8
-    if count * itemsize > max_bytes:
+    if have < count and count * itemsize > max_bytes:
         raise errors.InvalidArgumentError(
             None,
             None,
             f"TensorProto of shape {list(dims)} ({dtypes.name(dtype)}) would expand {have} values "
             f"to {count * itemsize} bytes, over the limit of {max_bytes}",
         )
+    return fill(values, count, base).reshape(dims)
+
+
+def field_values(proto: tensor_pb2.TensorProto, dtype: int, np_dtype: np.dtype) -> np.ndarray:
+    """The values of ``proto``'s typed field for ``dtype`` (a base dtype) as a new array of
+    ``np_dtype``, as many as the field holds (complex: whole (real, imag) pairs)."""
+    field = getattr(proto, VALUE_FIELDS[dtype][0])
+    if np_dtype == np.dtype(object):
+        values = np.empty(len(field), object)
+        values[:] = list(field)
+        return values
+    if dtype in (dtypes.DT_HALF, dtypes.DT_BFLOAT16):
+        return np.array(field, np.int32).astype(np.uint16).view(np_dtype)
+    if dtype in _COMPLEX_PART:
+        parts = np.array(field, _COMPLEX_PART[dtype])
+        return parts[: len(parts) // 2 * 2].view(np_dtype)
+    source = list(field) if len(field) < _SHORT_FIELD else field
+    return np.array(source, _FIELD_DTYPE.get(dtype, np_dtype)).astype(np_dtype, copy=False)
+
+
+def fill(values: np.ndarray, count: int, dtype: int) -> np.ndarray:
+    """``values`` (at most ``count``, flat) as ``count`` elements, as TF's ``FromProto`` fills a
+    short field: its last value repeated, or zeros (empty strings, None handles) when it is empty."""
+    have = values.size
+    if have == count:
+        return values
     if have == 0:
         if values.dtype == np.dtype(object):
             out = np.empty(count, dtype=object)
             out.fill(b"" if dtype == dtypes.DT_STRING else None)
-            return out.reshape(dims)
-        return np.zeros(dims, dtype=values.dtype)
+            return out
+        return np.zeros(count, dtype=values.dtype)
     out = np.empty(count, dtype=values.dtype)
     out[:have] = values
     out[have:] = values[-1]
-    return out.reshape(dims)
+    return out
+
+
+def strings_from_content(content: bytes, count: int) -> np.ndarray:
+    """A string tensor's ``tensor_content`` (TF's encoding: ``count`` varint lengths, then the
+    bytes back to back) as an object array of ``bytes``; TensorProtoError where it is truncated."""
+    try:
+        lengths, pos = wire.read_varints(content, 0, count)
+    except wire.WireError:
+        raise TensorProtoError("truncated string tensor_content") from None
+    if pos + sum(lengths) > len(content):
+        raise TensorProtoError("truncated string tensor_content")
+    out = np.empty(count, object)
+    for i, length in enumerate(lengths):
+        out[i] = content[pos : pos + length]
+        pos += length
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# encoding
 
 
 def _convert(values, dtype: int | None) -> np.ndarray:
@@ -224,55 +291,126 @@ def make_tensor_proto(
                 else f"Too many elements provided. Takes at most {count}, but got {array.size}."
             )
     proto.tensor_shape.dim.extend(tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in dims)
-    if shape is not None and array.size == 1 and math.prod(dims) != 1:
-        # One value broadcast to the whole shape: TF stores it once.
-        _set_field(proto, dtype, array.reshape(-1))
-        return proto
     flat = array.reshape(-1)
-    if use_tensor_content is None:
+    if shape is not None and array.size == 1 and math.prod(dims) != 1:
+        packed = False  # one value broadcast to the whole shape: TF stores it once
+    elif use_tensor_content is None:
         packed = flat.size > 1 and dtype in _TENSOR_CONTENT_TYPES
     else:
         packed = use_tensor_content and dtype not in _OBJECT_TYPES
     if packed:
         proto.tensor_content = flat.tobytes()
-    else:
-        _set_field(proto, dtype, flat)
+    elif dtype in _HANDLE_TYPES:
+        field = getattr(proto, VALUE_FIELDS[dtype][0])
+        for item in flat.tolist():
+            field.add().CopyFrom(item)
+    elif flat.size:
+        proto.MergeFromString(_field_bytes(dtype, flat))
     return proto
 
 
-# Fixed-width fields whose packed wire form is the little-endian array itself: written by
-# parsing those bytes (one memcpy in upb) instead of extending the field element by element.
-_PACKED_AS = {
-    dtypes.DT_FLOAT: np.dtype("<f4"),
-    dtypes.DT_DOUBLE: np.dtype("<f8"),
-    dtypes.DT_COMPLEX64: np.dtype("<f4"),
-    dtypes.DT_COMPLEX128: np.dtype("<f8"),
-    dtypes.DT_BOOL: np.dtype("u1"),  # varints of 0 and 1 are single bytes
-}
+def dtype_of(array: np.ndarray, hint: int | None = None) -> int:
+    """The TF dtype for an output array; ``hint`` (the signature's dtype) picks among aliases (qint8)."""
+    return _dtype_of(array.dtype, hint)
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+@functools.lru_cache(maxsize=1024)  # keyed by (numpy dtype, hint): a handful of pairs per server
+def _dtype_of(np_dtype: np.dtype, hint: int | None) -> int:
+    if hint is not None and dtypes.is_supported(hint) and not dtypes.is_ref(hint):
+        if dtypes.as_numpy_dtype(hint) == np_dtype and hint in _NUMPY_DTYPE:
+            return hint
+    return dtypes.from_numpy(np_dtype)
 
 
-def _set_field(proto: tensor_pb2.TensorProto, dtype: int, flat: np.ndarray) -> None:
-    name = _VAL_FIELD[dtype]
-    field = getattr(proto, name)
-    if dtype in _PACKED_AS and flat.size:
-        payload = flat.view(_COMPLEX_PART.get(dtype, flat.dtype)).astype(_PACKED_AS[dtype]).tobytes()
-        number = tensor_pb2.TensorProto.DESCRIPTOR.fields_by_name[name].number
-        proto.MergeFromString(_varint(number << 3 | 2) + _varint(len(payload)) + payload)
-    elif dtype in (dtypes.DT_HALF, dtypes.DT_BFLOAT16):
-        field.extend(flat.view(np.uint16).tolist())
-    elif dtype == dtypes.DT_STRING:
-        field.extend(v if isinstance(v, bytes) else str(v).encode() for v in flat.tolist())
-    elif dtype in (dtypes.DT_RESOURCE, dtypes.DT_VARIANT):
-        for item in flat.tolist():
-            field.add().CopyFrom(item)
+def encode_into(proto: tensor_pb2.TensorProto, array, dtype: int | None = None) -> None:
+    """Fill an empty TensorProto the way ``Tensor::AsProtoField`` does (one parse of built bytes)."""
+    proto.MergeFromString(field_bytes(array, dtype))
+
+
+def encode_content_into(proto: tensor_pb2.TensorProto, array, dtype: int | None = None) -> None:
+    """Fill an empty TensorProto the way ``Tensor::AsProtoTensorContent`` does."""
+    proto.MergeFromString(content_bytes(array, dtype))
+
+
+def field_bytes(array, dtype: int | None = None) -> bytes:
+    """The wire bytes of the TensorProto ``encode_into`` makes: a response can be assembled as
+    bytes and parsed once."""
+    array = np.asarray(array)
+    dtype = dtype_of(array, dtype)
+    wire_bytes = header_bytes(dtype, array.shape)
+    if array.size:
+        wire_bytes += _field_bytes(dtype, array)
+    return wire_bytes
+
+
+def content_bytes(array, dtype: int | None = None) -> bytes:
+    """The wire bytes of the TensorProto ``encode_content_into`` makes."""
+    array = np.asarray(array)
+    dtype = dtype_of(array, dtype)
+    wire_bytes = header_bytes(dtype, array.shape)
+    if not array.size:
+        return wire_bytes
+    if dtype == dtypes.DT_STRING:
+        items = [_as_bytes(v) for v in array.reshape(-1).tolist()]
+        content = wire.varints(np.array([len(v) for v in items], np.uint64)) + b"".join(items)
     else:
-        field.extend(flat.tolist())
+        content = np.ascontiguousarray(array).tobytes()
+    return wire_bytes + CONTENT_KEY + wire.varint(len(content)) + content
+
+
+def values_key(dtype: int) -> bytes:
+    """The key of the typed field holding ``dtype``'s values (length-delimited: packed or strings)."""
+    return _FIELD_KEY[VALUE_FIELDS[dtype][1]]
+
+
+@functools.lru_cache(maxsize=4096)  # responses repeat a few (dtype, shape) pairs
+def header_bytes(dtype: int, shape: tuple[int, ...]) -> bytes:
+    """Wire bytes of ``dtype`` (field 1) and ``tensor_shape`` (field 2, present even when empty,
+    as TF writes it): each dim is ``Dim{size}`` in ``TensorShapeProto.dim`` (field 2)."""
+    varint = wire.varint
+    dims = b"".join(_DIM_KEY + varint(len(size)) + size for size in (_SIZE_KEY + varint(d) for d in shape))
+    return _DTYPE_KEY + varint(dtype) + _SHAPE_KEY + varint(len(dims)) + dims
+
+
+def _as_bytes(value) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return bytes(value) if isinstance(value, (bytearray, memoryview)) else str(value).encode()
+
+
+def _field_bytes(dtype: int, array: np.ndarray) -> bytes:
+    """The wire bytes of the typed field holding ``array``'s values in C order (packed, except
+    string_val)."""
+    number = VALUE_FIELDS[dtype][1]
+    if dtype in (dtypes.DT_FLOAT, dtypes.DT_DOUBLE, dtypes.DT_COMPLEX64, dtypes.DT_COMPLEX128):
+        payload = array.tobytes()  # (C order whatever the strides)
+        return _FIELD_KEY[number] + wire.varint(len(payload)) + payload
+    flat = array.reshape(-1)
+    if dtype == dtypes.DT_STRING:
+        return _strings_field(number, flat)
+    if dtype in (dtypes.DT_HALF, dtypes.DT_BFLOAT16):
+        payload = wire.varints(flat.view(np.uint16).astype(np.uint64))
+    elif dtype == dtypes.DT_BOOL:
+        payload = flat.astype(np.uint8).tobytes()
+    elif flat.dtype.kind == "u":
+        payload = wire.varints(flat.astype(np.uint64))
+    else:  # signed: two's complement over 64 bits, as protobuf encodes int32 and int64
+        payload = wire.varints(flat.astype(np.int64).view(np.uint64))
+    return _FIELD_KEY[number] + wire.varint(len(payload)) + payload
+
+
+def _strings_field(number: int, flat: np.ndarray) -> bytes:
+    items = [_as_bytes(v) for v in flat.tolist()]
+    key = _FIELD_KEY[number]
+    lengths = wire.varint_list([len(v) for v in items])
+    return b"".join(key + length + item for length, item in zip(lengths, items, strict=True))
+
+
+_FIELD_KEY = {number: wire.key(number, wire.LENGTH_DELIMITED) for _, number in VALUE_FIELDS.values()}
+_DTYPE_KEY = wire.key(1, wire.VARINT)  # TensorProto.dtype
+_SHAPE_KEY = wire.key(2, wire.LENGTH_DELIMITED)  # TensorProto.tensor_shape
+_DIM_KEY = wire.key(2, wire.LENGTH_DELIMITED)  # TensorShapeProto.dim
+_SIZE_KEY = wire.key(1, wire.VARINT)  # TensorShapeProto.Dim.size
+CONTENT_KEY = wire.key(4, wire.LENGTH_DELIMITED)  # TensorProto.tensor_content

@@ -19,7 +19,7 @@ import numpy as np
 from apis.tensorflow.core.framework import types_pb2
 from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from apis.tensorflow_serving.apis import model_pb2, predict_pb2
-from runtime import errors
+from runtime import errors, wire
 from serving import metrics, signatures, tensor_codec
 
 
@@ -166,7 +166,7 @@ class PredictSignature:
         self._callables[self.output_names] = self._run_all
         # PredictResponse.outputs map entries up to the TensorProto: key (alias), value's tag.
         self._entry_heads = tuple(
-            _OUTPUT_KEY_TAG + tensor_codec.varint(len(key)) + key + _OUTPUT_VALUE_TAG
+            _OUTPUT_KEY_TAG + wire.varint(len(key)) + key + _OUTPUT_VALUE_TAG
             for key in (alias.encode() for alias in self.output_aliases)
         )
         self._output_dtype_list = tuple(self.output_dtypes[alias] for alias in self.output_aliases)
@@ -250,19 +250,19 @@ class PredictSignature:
         signatures.set_model_spec(message, model_name, self.name, version)
         body = message.SerializeToString()
         return self._model_specs.setdefault(
-            (model_name, version), _MODEL_SPEC_TAG + tensor_codec.varint(len(body)) + body
+            (model_name, version), _MODEL_SPEC_TAG + wire.varint(len(body)) + body
         )
 
     def _entry(self, index: int, value, as_tensor_content: bool) -> bytes:
         """PredictResponse.outputs' entry for output ``index``: its alias and TensorProto."""
         encode = tensor_codec.content_bytes if as_tensor_content else tensor_codec.field_bytes
         tensor = encode(value, self._output_dtype_list[index])
-        entry = self._entry_heads[index] + tensor_codec.varint(len(tensor)) + tensor
-        return _OUTPUTS_TAG + tensor_codec.varint(len(entry)) + entry
+        entry = self._entry_heads[index] + wire.varint(len(tensor)) + tensor
+        return _OUTPUTS_TAG + wire.varint(len(entry)) + entry
 
     def _entry_prefix(self, index: int, shape: tuple[int, ...], as_tensor_content: bool) -> bytes:
         """``_entry`` of an array of ``shape`` up to its values' bytes, kept for the next one."""
-        varint = tensor_codec.varint
+        varint = wire.varint
         dtype = self._output_dtype_list[index]
         tensor = tensor_codec.raw_values_prefix(dtype, shape, as_tensor_content)
         tensor_size = len(tensor) + math.prod(shape) * self._raw_dtypes[index].itemsize
@@ -345,10 +345,10 @@ _METHOD_NAMES = (
     signatures.CLASSIFY_METHOD_NAME,
     signatures.REGRESS_METHOD_NAME,
 )
-# Wire tags (field number << 3 | 2): PredictResponse.outputs (1) and model_spec (2); a map
+# Wire keys: PredictResponse.outputs (1) and model_spec (2); a map
 # entry's key (1) and value (2).
-_OUTPUTS_TAG, _MODEL_SPEC_TAG = b"\x0a", b"\x12"
-_OUTPUT_KEY_TAG, _OUTPUT_VALUE_TAG = b"\x0a", b"\x12"
+_OUTPUTS_TAG, _MODEL_SPEC_TAG = wire.key(1, wire.LENGTH_DELIMITED), wire.key(2, wire.LENGTH_DELIMITED)
+_OUTPUT_KEY_TAG, _OUTPUT_VALUE_TAG = wire.key(1, wire.LENGTH_DELIMITED), wire.key(2, wire.LENGTH_DELIMITED)
 
 
 def _verify_method_name(signature: meta_graph_pb2.SignatureDef) -> None:

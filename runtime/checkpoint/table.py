@@ -39,6 +39,7 @@ from collections.abc import Iterator
 import google_crc32c
 
 from runtime import errors
+from runtime.wire import WireError, read_varint
 
 TABLE_MAGIC = 0xDB4775248B80FB57
 FOOTER_LENGTH = 48  # two BlockHandles padded to 40 bytes, then the 8-byte magic
@@ -72,22 +73,6 @@ def crc32c(data) -> int:
 
 class _Corrupt(Exception):
     """Internal: a malformed structure; converted to DataLossError with the file name."""
-
-
-def read_varint(buf, pos: int, limit: int, max_bytes: int = 10) -> tuple[int, int]:
-    """Decode a little-endian base-128 varint at ``pos``; returns (value, next position)."""
-    result = 0
-    shift = 0
-    for _ in range(max_bytes):
-        if pos >= limit:
-            raise _Corrupt("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-    raise _Corrupt("varint too long")
 
 
 def _decode_handle(buf, pos: int, limit: int) -> tuple[tuple[int, int], int]:
@@ -157,7 +142,7 @@ class Table:
         self.filename = filename
         try:
             self._index = self._read_index()
-        except _Corrupt as e:
+        except (_Corrupt, WireError) as e:
             raise self._error(str(e)) from None
 
     def _error(self, what: str) -> errors.DataLossError:
@@ -206,7 +191,7 @@ class Table:
         try:
             for _, handle in self._index:
                 yield from _block_entries(self._read_block(handle))
-        except _Corrupt as e:
+        except (_Corrupt, WireError) as e:
             raise self._error(str(e)) from None
 
     def get(self, key: bytes) -> bytes | None:
@@ -226,7 +211,7 @@ class Table:
                     return v
                 if k > key:
                     return None
-        except _Corrupt as e:
+        except (_Corrupt, WireError) as e:
             raise self._error(str(e)) from None
         return None
 

@@ -48,7 +48,8 @@ from google.protobuf.message import DecodeError
 from apis.tensorflow.core.framework import tensor_slice_pb2
 from apis.tensorflow.core.protobuf import tensor_bundle_pb2
 from runtime import dtypes, errors
-from runtime.checkpoint.table import Table, crc32c, mask_crc, read_varint, unmask_crc
+from runtime.checkpoint.table import Table, crc32c, mask_crc, unmask_crc
+from runtime.wire import WireError, read_varints
 
 HEADER_ENTRY_KEY = b""
 _SUPPORTED_VERSION = 1
@@ -260,13 +261,9 @@ class BundleReader:
         if count > entry.size:
             raise self._loss(name, f"{entry.size} bytes cannot hold {count} strings", path)
         buf = bytes(raw)
-        lengths = []
-        pos = 0
         try:
-            for _ in range(count):
-                length, pos = read_varint(buf, pos, len(buf))
-                lengths.append(length)
-        except Exception:
+            lengths, pos = read_varints(buf, 0, count)
+        except WireError:
             raise self._loss(name, "truncated string length table", path) from None
         if pos + 4 + sum(lengths) != len(buf):
             raise self._loss(name, "string lengths do not add up to the entry's size", path)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from runtime import wire
+
 _PADDING = bytes(2048)  # past the batch: room for any read past an end (see ``_walk``)
 
 
@@ -31,21 +33,10 @@ _ALL = np.logical_and.reduce  # ndarray.all, without its Python-level wrapper
 
 def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(value, size) of the varints of up to 3 bytes at ``pos`` (lengths below 2 MiB)."""
-    b0 = buf[pos].astype(np.int64)
-    if len(b0) == 0 or b0.max() < 128:
-        return b0, np.ones_like(b0)
-    b1 = buf[pos + 1].astype(np.int64)
-    b2 = buf[pos + 2].astype(np.int64)
-    size = np.where(b0 < 128, 1, np.where(b1 < 128, 2, 3))
-    _require((size < 3) | (b2 < 128))
-    value = (b0 & 127) | np.where(size > 1, (b1 & 127) << 7, 0) | np.where(size > 2, b2 << 14, 0)
-    return value, size
-
-
-def _varint_size(value: np.ndarray) -> np.ndarray:
-    if len(value) == 0 or value.max() < 128:
-        return 1
-    return 1 + (value >= 1 << 7) + (value >= 1 << 14) + (value >= 1 << 21) + (value >= 1 << 28)
+    found = wire.short_varints(buf, pos)
+    if found is None:
+        raise _Irregular
+    return found
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -171,13 +162,10 @@ def _int64s(buf, start, end) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, np.int64), sizes
     last = np.cumsum(sizes) - 1
     _require(data[last[sizes > 0]] < 0x80)  # each list ends with a varint's last byte
-    final = data < 0x80
-    ends = np.flatnonzero(final)
-    firsts = np.concatenate(([0], ends[:-1] + 1))
-    _require(ends - firsts < 10)
-    shift = (np.arange(len(data)) - np.repeat(firsts, ends - firsts + 1)) * 7
-    parts = (data & 0x7F).astype(np.uint64) << shift.astype(np.uint64)
-    values = np.add.reduceat(parts, firsts) if len(parts) else np.zeros(0, np.uint64)
+    decoded = wire.packed_varints(data)
+    if decoded is None:
+        raise _Irregular
+    values, final = decoded
     seen = np.concatenate(([0], np.cumsum(final)))
     return values.view(np.int64), seen[last + 1] - seen[last + 1 - sizes]
 
@@ -245,7 +233,7 @@ def _bytes_by_upb(buf, start, end) -> tuple[np.ndarray, np.ndarray]:
     flat = np.empty(len(values), dtype=object)
     flat[:] = values
     lengths = np.fromiter(map(len, flat), np.int64, len(flat))
-    return flat, _tiled(np.cumsum(1 + _varint_size(lengths) + lengths), end - start)
+    return flat, _tiled(np.cumsum(1 + wire.varint_sizes(lengths) + lengths), end - start)
 
 
 def _tiled(item_ends: np.ndarray, sizes: np.ndarray) -> np.ndarray:

@@ -1,8 +1,16 @@
 """A ``tf.Session``-style runtime over GraphDefs, without TensorFlow.
 
-``runtime.Graph`` and ``runtime.Session`` keep TF's semantics and errors; kernels are numpy functions
-registered per TF op (``runtime/kernels``); clusters that map to ONNX run in onnxruntime
-(``runtime/onnx``). ``runtime.checkpoint`` reads TensorBundle checkpoints.
+``runtime.Graph`` and ``runtime.Session`` keep TF's semantics and errors. Subpackages by concern,
+each importing only those below it (pyproject.toml's import-linter contracts check the order):
+
+- ``onnx/``: clusters that map to ONNX run in onnxruntime;
+- ``execution/``: the Session, its plans, the interpreter loop, library functions;
+- ``graph/`` (the graph model) beside ``kernels/`` (numpy kernels, one module per TF op family);
+- ``example/`` (tf.Example parsing) beside ``checkpoint/`` (TensorBundle checkpoints).
+
+At the top, what every layer speaks, loader and serving too: ``errors`` (``tf.errors``),
+``dtypes``, ``tensor_util`` (the TensorProto <-> numpy codec) and ``wire`` (protobuf varints and
+keys). ``runtime.session`` re-exports the Session where users import it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,13 @@
 """Numpy kernels, one module per TF op family (``math_ops.py``, ``array_ops.py``, ...).
 
-Importing this package imports every ``*_ops`` module beside it, which registers their kernels.
+Importing this package imports every ``*_ops`` module beside it, which registers their kernels
+(``registry.py``). Beside them, what kernels share: the Session's resources they keep state in
+(``resources.py``: variables, tables), TF's string hashes (``hashing.py``), a dense hash table
+(``dense_hash_table.py``) and numpy's BLAS threads (``blas.py``).
+
+May import: ``runtime.example`` and ``runtime.checkpoint`` (the parsing and restore kernels),
+``runtime.tensor_util``, ``runtime.errors``, ``runtime.dtypes`` and ``apis``. Never the graph model
+or the execution engine: a kernel sees arrays, its attrs and its ``ctx``.
 """
 
 import importlib

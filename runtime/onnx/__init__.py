@@ -6,6 +6,9 @@ and the ``_OrtCluster`` kernel. ``delegate(session, options, roots)`` rewrites a
 once (``Session.delegate`` and ``loader.load_saved_model(..., delegation=...)`` call it); the
 returned ``DelegationReport`` says what runs where. Only this package imports onnx and
 onnxruntime.
+
+May import: everything else in ``runtime`` (it rewrites graphs and runs clusters through the
+execution engine); nothing in ``runtime`` imports it statically.
 """
 
 from runtime.onnx import (  # noqa: F401 - registers

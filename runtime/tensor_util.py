@@ -166,7 +166,7 @@ def field_values(proto: tensor_pb2.TensorProto, dtype: int, np_dtype: np.dtype) 
     """The values of ``proto``'s typed field for ``dtype`` (a base dtype) as a new array of
     ``np_dtype``, as many as the field holds (complex: whole (real, imag) pairs)."""
     field = getattr(proto, VALUE_FIELDS[dtype][0])
-    if np_dtype == np.dtype(object):
+    if dtype in _OBJECT_TYPES:
         values = np.empty(len(field), object)
         values[:] = list(field)
         return values

@@ -4,9 +4,13 @@
 
 For each round, two fresh ``model_server`` processes serve a copy of ``models/<model>``: one
 without ``assets.extra/tf_serving_warmup_requests``, one whose warmup file holds the request
-below. Each gets a health check (connection and thread set-up), then the same Predict request 101 times; the table gives the first request's
-latency, the median of requests 2-101 ("steady"), and their ratio, each the median over rounds.
-A benchmark, not a test: it asserts nothing. Aim: with warmup, first / steady about 1.
+below. Each gets a health check (connection and thread set-up), then the same Predict request 101 times,
+then one more after ``IDLE_SECONDS`` of quiet ("after idle"). The table gives the first request's
+latency, the median of requests 2-101 ("steady"), the request after idle, and the ratios, each the
+median over rounds. Back to back, a request finds the server's threads awake; the first live
+request, like any request after a pause, wakes them, so "after idle" is the fair reference for a
+warmed-up model's first request. A benchmark, not a test: it asserts nothing. Aim: with warmup,
+first / after idle about 1 (first / steady is printed too).
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ sys.path.insert(0, str(REPO))
 from tests.e2e.conftest import free_port, server_command  # noqa: E402
 from tests.e2e.test_warmup import predict_log, predict_request, write_warmup  # noqa: E402
 
+IDLE_SECONDS = 0.5
 
-def measure(model: str, warm: bool) -> tuple[float, float]:
+
+def measure(model: str, warm: bool) -> tuple[float, float, float]:
     with tempfile.TemporaryDirectory() as work:
         base = Path(work) / model
         shutil.copytree(REPO / "models" / model, base, ignore=shutil.ignore_patterns("*.py"))
@@ -62,11 +68,15 @@ def measure(model: str, warm: bool) -> tuple[float, float]:
                 start = time.perf_counter()
                 call(data, timeout=30)
                 times.append(time.perf_counter() - start)
+            time.sleep(IDLE_SECONDS)
+            start = time.perf_counter()
+            call(data, timeout=30)
+            after_idle = time.perf_counter() - start
             channel.close()
         finally:
             proc.terminate()
             proc.wait()
-    return times[0], statistics.median(times[1:])
+    return times[0], statistics.median(times[1:]), after_idle
 
 
 def main() -> None:
@@ -79,12 +89,18 @@ def main() -> None:
         for warm in (False, True):
             results[warm].append(measure(args.model, warm))
     print(f"{args.model}, {args.rounds} rounds (medians):")
-    print(f"{'':>16} {'first ms':>9} {'steady ms':>10} {'first/steady':>13}")
+    print(
+        f"{'':>16} {'first ms':>9} {'steady ms':>10} {'after idle ms':>14} {'first/steady':>13} "
+        f"{'first/after idle':>17}"
+    )
     for warm in (False, True):
-        first = statistics.median(r[0] for r in results[warm]) * 1e3
-        steady = statistics.median(r[1] for r in results[warm]) * 1e3
-        ratio = statistics.median(r[0] / r[1] for r in results[warm])
-        print(f"{'with warmup' if warm else 'without warmup':>16} {first:9.3f} {steady:10.3f} {ratio:13.2f}")
+        first, steady, idle = (statistics.median(r[i] for r in results[warm]) * 1e3 for i in range(3))
+        to_steady = statistics.median(r[0] / r[1] for r in results[warm])
+        to_idle = statistics.median(r[0] / r[2] for r in results[warm])
+        print(
+            f"{'with warmup' if warm else 'without warmup':>16} {first:9.3f} {steady:10.3f} {idle:14.3f} "
+            f"{to_steady:13.2f} {to_idle:17.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,6 @@ import asyncio
 import multiprocessing
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,6 +52,9 @@ from apis.tensorflow_serving.apis import predict_pb2  # noqa: E402
 from serving import tensor_codec  # noqa: E402
 from tests.oracle import corpus  # noqa: E402
 
+sys.path.insert(0, str(REPO / "benchmarks"))
+from predict_qps import _avoid, cpu_seconds, free_port, server_cpus, stop  # noqa: E402
+
 GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
 MODELS = {
     # name: (oracle model, signature input, one row)
@@ -64,12 +65,6 @@ BASE_PARAMS = "max_batch_size {{ value: 256 }}\nbatch_timeout_micros {{ value: {
 BASE_PARAMS += "max_enqueued_batches {{ value: 1000 }}\nnum_batch_threads {{ value: {threads} }}\n"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def request_bytes(model: str) -> bytes:
     _, alias, shape = MODELS[model]
     request = predict_pb2.PredictRequest()
@@ -77,21 +72,6 @@ def request_bytes(model: str) -> bytes:
     value = np.random.default_rng(0).uniform(0, 1, size=shape).astype(np.float32)
     tensor_codec.encode_content_into(request.inputs[alias], value)
     return request.SerializeToString()
-
-
-def server_cpus(spec: str) -> set[int] | None:
-    """The CPUs the servers run on: ``auto`` is the last one on machines of 4 CPUs or fewer (the
-    clients get the others, so that they do not take the servers' time), else all."""
-    count = os.cpu_count() or 1
-    if spec == "none" or (spec == "auto" and count > 4):
-        return None
-    if spec == "auto":
-        return {count - 1}
-    cpus: set[int] = set()
-    for part in spec.split(","):
-        low, _, high = part.partition("-")
-        cpus.update(range(int(low), int(high or low) + 1))
-    return cpus
 
 
 def config_flags(config: str, work: Path, cores: int) -> list[str]:
@@ -155,13 +135,7 @@ class Server:
         channel.close()
 
     def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc, timeout=60)
         return self.log.read_text(errors="replace")
 
 
@@ -195,28 +169,11 @@ def _client(args):
     return asyncio.run(_closed_loop(*args))
 
 
-def _avoid(cpus: set[int] | None) -> None:
-    """Pool initializer: clients stay off the servers' CPUs."""
-    if cpus:
-        rest = set(range(os.cpu_count() or 1)) - cpus
-        if rest:
-            os.sched_setaffinity(0, rest)
-
-
 def measure(pool, procs: int, port: int, model: str, concurrency: int, warmup: float, duration: float):
     procs = max(1, min(procs, concurrency))
     shares = [concurrency // procs + (i < concurrency % procs) for i in range(procs)]
     results = pool.map(_client, [(port, model, share, warmup, duration) for share in shares])
     return [x for r, _ in results for x in r], sum(e for _, e in results)
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User plus system CPU time of a process so far (Linux's /proc; None elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run(args, servers: list[Server], models: list[str], levels: list[int], cpus: set[int] | None) -> None:

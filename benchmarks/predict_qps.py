@@ -128,21 +128,44 @@ def serve_canned(port: int, response_files: list[str], threads: int, bare_pool: 
     server.wait_for_termination()
 
 
-def start_model_server(work: Path, models: list[str], threads: int) -> tuple[subprocess.Popen, int]:
+def write_model_config(work: Path, models: list[str]) -> Path:
+    """A ``--model_config_file`` serving ``models``, each from its latest oracle version."""
     config = work / "models.config"
     entries = "".join(
         f'  config {{ name: "{m}" base_path: "{latest_version(MODELS[m][0])}" model_platform: "tensorflow" }}\n'
         for m in models
     )
     config.write_text(f"model_config_list {{\n{entries}}}\n")
-    port = free_port()
+    return config
+
+
+def model_server_command() -> list[str]:
+    """The installed ``model_server`` script, else the package run as a module."""
     script = Path(sys.executable).with_name("model_server")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "serving"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "serving"]
+
+
+def stop(proc: subprocess.Popen | None, timeout: float = 30) -> None:
+    """SIGTERM a server still running (a drain), killing it after ``timeout`` seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def start_model_server(work: Path, models: list[str], threads: int) -> tuple[subprocess.Popen, int]:
+    config = write_model_config(work, models)
+    port = free_port()
     args = [f"--port={port}", "--grpc_bind_address=127.0.0.1", f"--model_config_file={config}"]
     args.append(f"--grpc_max_threads={threads}")
     log = open(work / "model_server.log", "wb")  # noqa: SIM115 - lives as long as the process
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([*command, *args], stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+    command = [*model_server_command(), *args]
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
     return proc, port
 
 
@@ -309,13 +332,7 @@ def main(argv=None) -> None:
             run(args, models, levels, (bare_port, bare.pid), (ours_port, ours.pid), cpus)
         finally:
             for proc in (ours, bare):
-                if proc is not None and proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-                    try:
-                        proc.wait(30)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
+                stop(proc)
 
 
 def run(args, models: list[str], levels: list[int], bare: tuple, ours: tuple, cpus) -> None:

@@ -24,7 +24,6 @@ import asyncio
 import json
 import multiprocessing
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -41,16 +40,9 @@ REPO = grpc_bench.REPO
 
 
 def start_server(work: Path, models: list[str], threads: int) -> tuple[subprocess.Popen, int, int]:
-    config = work / "models.config"
-    entries = "".join(
-        f'  config {{ name: "{m}" base_path: "{grpc_bench.latest_version(grpc_bench.MODELS[m][0])}" '
-        'model_platform: "tensorflow" }\n'
-        for m in models
-    )
-    config.write_text(f"model_config_list {{\n{entries}}}\n")
+    config = grpc_bench.write_model_config(work, models)
     grpc_port, rest_port = grpc_bench.free_port(), grpc_bench.free_port()
-    script = Path(sys.executable).with_name("model_server")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "serving"]
+    command = grpc_bench.model_server_command()
     args = [
         f"--port={grpc_port}",
         f"--rest_api_port={rest_port}",
@@ -198,13 +190,7 @@ def main(argv=None) -> None:
             wait_for_rest(rest_port, models, proc, work / "model_server.log")
             run(args, models, levels, proc.pid, {"grpc": grpc_port, "rest": rest_port}, cpus)
         finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            grpc_bench.stop(proc)
 
 
 def run(args, models: list[str], levels: list[int], pid: int, ports: dict[str, int], cpus) -> None:

@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import multiprocessing
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -45,16 +44,9 @@ CHANNEL_OPTIONS = [*predict_qps.GRPC_OPTIONS, ("grpc.use_local_subchannel_pool",
 
 
 def start_server(work: Path, models: list[str], workers: int) -> tuple[subprocess.Popen, int, Path]:
-    config = work / "models.config"
-    entries = "".join(
-        f'  config {{ name: "{m}" base_path: "{predict_qps.latest_version(predict_qps.MODELS[m][0])}" '
-        'model_platform: "tensorflow" }\n'
-        for m in models
-    )
-    config.write_text(f"model_config_list {{\n{entries}}}\n")
+    config = predict_qps.write_model_config(work, models)
     port = predict_qps.free_port()
-    script = Path(sys.executable).with_name("model_server")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "serving"]
+    command = predict_qps.model_server_command()
     args = [f"--port={port}", "--grpc_bind_address=127.0.0.1", f"--model_config_file={config}"]
     args += [f"--num_workers={workers}", "--lame_duck_seconds=0"]
     log_path = work / f"model_server_{workers}.log"
@@ -200,13 +192,7 @@ def main(argv=None) -> None:
             run(args, models, {n: (port, proc.pid) for n, (proc, port, _) in started.items()})
         finally:
             for proc, _, _ in started.values():
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-                    try:
-                        proc.wait(30)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
+                predict_qps.stop(proc)
 
 
 if __name__ == "__main__":

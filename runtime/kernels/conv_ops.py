@@ -4,15 +4,18 @@ ExtractImagePatches.
 
 All work on channels-last views: NCHW inputs are transposed in and out (TF's CPU kernels take
 NHWC only; graphs exported on GPUs carry NCHW). A window is a strided view of the padded input
-(im2col without a Python loop per element) and a convolution is one tensordot over it (a grouped
-one, one matmul batched over its groups); a depthwise convolution (and a grouped one of one input
-channel per group, Keras' depthwise ``groups``) is one einsum over it, pooling one reduction.
+(im2col without a Python loop per element) and a convolution is one product over it (a grouped
+one, one matmul batched over its groups). A depthwise convolution (and a grouped one of one input
+channel per group, Keras' depthwise ``groups``) is one einsum over the windows, or on small feature
+maps one matmul per channel by the map's convolution matrix. Pooling is separable: one pass per
+spatial dim folding each tap's shifted slice in. Loops run over kernel taps, never over elements.
 Padding follows TF's GetWindowedOutputSize: SAME pads ``max((out-1)*stride + k_eff - in, 0)``,
 the smaller half first; AvgPool's SAME windows average valid elements only; max pooling skips NaN.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -20,6 +23,7 @@ import numpy as np
 from runtime import dtypes
 from runtime.errors import UnimplementedError
 from runtime.kernels.math_ops import _low_precision, invalid, out, shape_str
+from runtime.kernels.reduction_ops import _finite_lowest
 from runtime.kernels.registry import kernel
 
 # --------------------------------------------------------------------------- windows
@@ -90,11 +94,31 @@ def _windows(x, kernel_sizes, strides, dilations, outs):
     return np.lib.stride_tricks.as_strided(x, shape, strides_v, writeable=False)
 
 
+def _taps(size, out_size, k, stride, dilation, pad_before):
+    """Along one spatial dim, each kernel tap that reads the input: (tap, the outputs it reaches,
+    the inputs they read) as slices. A tap that reads only padding is left out, so a small
+    feature map under a large kernel costs the taps it has, not the padded window."""
+    taps = []
+    for t in range(k):
+        offset = t * dilation - pad_before
+        lo = max(0, (stride - 1 - offset) // stride)
+        hi = min(out_size, (size - 1 - offset) // stride + 1)
+        if lo < hi:
+            start = lo * stride + offset
+            taps.append((t, slice(lo, hi), slice(start, start + (hi - lo - 1) * stride + 1, stride)))
+    return taps
+
+
 def _pad_spatial(x, pads, value=0):
-    width = [(0, 0), *pads, (0, 0)]
+    """``x`` with ``value`` around its spatial dims: one allocation and one copy (np.pad costs
+    several times that on the small maps of a network's later stages)."""
     if all(p == (0, 0) for p in pads):
         return np.ascontiguousarray(x)
-    return np.pad(x, width, constant_values=value)
+    sizes = x.shape[1:-1]
+    shape = (x.shape[0], *(n + before + after for n, (before, after) in zip(sizes, pads)), x.shape[-1])
+    padded = np.full(shape, value, x.dtype) if value else np.zeros(shape, x.dtype)
+    padded[(slice(None), *(slice(before, before + n) for n, (before, _) in zip(sizes, pads)))] = x
+    return padded
 
 
 # --------------------------------------------------------------------------- convolution
@@ -124,17 +148,16 @@ def _conv(x, filt, strides, padding, explicit_paddings, data_format, dilations, 
         _explicit(explicit_paddings, data_format, n_spatial),
     )
     acc = _accumulate_dtype(x.dtype)
-    xp = _pad_spatial(xl.astype(acc, copy=False), pads)
     w = filt.astype(acc, copy=False)
-    if groups > 1 and f_c == 1:  # one input channel per group: a depthwise convolution
+    if groups > 1 and f_c == 1 and n_spatial == 2:  # one input channel per group: depthwise
         w = w.reshape(*k_sizes, groups, out_c // groups)
-        result = _depthwise(xp, w, stride_s, dil_s, outs)
+        result = _depthwise(xl.astype(acc, copy=False), w, stride_s, dil_s, pads, outs)
         return _channels_back(out(result, x.dtype), data_format)
+    xp = _pad_spatial(xl.astype(acc, copy=False), pads)
     win = _windows(xp, k_sizes, stride_s, dil_s, outs)
-    if groups == 1:
-        result = np.tensordot(
-            win, w, axes=(list(range(1 + n_spatial, 2 + 2 * n_spatial)), list(range(n_spatial + 1)))
-        )
+    if groups == 1:  # im2col: a copy of the windows (none for a 1x1 kernel), then one product
+        cols = np.ascontiguousarray(win).reshape(-1, w[..., 0].size)
+        result = (cols @ w.reshape(-1, out_c)).reshape(*win.shape[: 1 + n_spatial], out_c)
     else:
         result = _grouped(win, w, groups, n_spatial)
     return _channels_back(out(result, x.dtype), data_format)
@@ -153,10 +176,33 @@ def _grouped(win: np.ndarray, w: np.ndarray, groups: int, n_spatial: int) -> np.
     return result.transpose(1, 0, 2).reshape(*batch_out, out_c)
 
 
-def _depthwise(xp: np.ndarray, w: np.ndarray, strides, dilations, outs) -> np.ndarray:
-    """The padded channels-last ``xp`` (N, H, W, C) convolved per channel by ``w`` (kH, kW, C, M):
-    (N, oH, oW, C*M). One einsum over the windows' view, without ``optimize`` (which would copy
-    the windows out for a product): numpy's own loop reads each window once, channels innermost,
+def _depthwise(x, w, strides, dilations, pads, outs) -> np.ndarray:
+    """The channels-last ``x`` (N, H, W, C) convolved per channel by ``w`` (kH, kW, C, M):
+    (N, oH, oW, C*M), by whichever equivalent form costs least for its shape."""
+    n, h, width, c = x.shape
+    kh, kw, _, m = w.shape
+    pixels, out_pixels, channels = h * width, outs[0] * outs[1], c * m
+    # Estimated costs in multiply-adds of numpy's einsum loop (BLAS does one in ~1/6 of that and
+    # pays ~1700 per call); fitted on the zoo's shapes at batch 1 and 32.
+    costs = {
+        "windows": n * out_pixels * kh * kw * channels,
+        "einsum": (n + 2) * pixels * out_pixels * channels,
+        "matmul": channels * (n * pixels * out_pixels / 6 + 2 * pixels * out_pixels + 1700)
+        + 3 * n * pixels * c,
+    }
+    form = min(costs, key=costs.__getitem__)
+    if form == "windows" or channels * pixels * out_pixels > _MATRIX_ELEMENTS:
+        by_rows = _depthwise_rows if strides[1] == 1 else _depthwise_windows
+        return by_rows(_pad_spatial(x, pads), w, strides, dilations, outs)
+    return _depthwise_matrices(x, w, strides, dilations, pads, outs, by_matmul=form == "matmul")
+
+
+_MATRIX_ELEMENTS = 1 << 22  # 16 MiB of float32 at most for the matrix form's per-channel maps
+
+
+def _depthwise_windows(xp: np.ndarray, w: np.ndarray, strides, dilations, outs) -> np.ndarray:
+    """One einsum over the padded ``xp``'s windows, without ``optimize`` (which would copy the
+    windows out for a product): numpy's own loop reads each window once, channels innermost,
     several times faster than a multiply-add per kernel tap."""
     kh, kw, c, m = w.shape
     win = _windows(xp, (kh, kw), strides, dilations, outs)
@@ -165,6 +211,53 @@ def _depthwise(xp: np.ndarray, w: np.ndarray, strides, dilations, outs) -> np.nd
     else:
         result = np.einsum("nhwijc,ijcm->nhwcm", win, w)
     return result.reshape(xp.shape[0], *outs, c * m)
+
+
+def _depthwise_rows(xp: np.ndarray, w: np.ndarray, strides, dilations, outs) -> np.ndarray:
+    """The windows' einsum in a longer stride: with unit stride along W, a tap's inputs for a
+    whole output row are one run of oW*C values, so each numpy loop step multiplies a row by the
+    tap's weights tiled along it (oW*C values, not C): several times faster for few channels."""
+    kh, kw, c, m = w.shape
+    n, (oh, ow) = xp.shape[0], outs
+    if m > 1:  # output channel c*M + k reads input channel c
+        xp, w, c = np.repeat(xp, m, axis=-1), w.reshape(kh, kw, c * m, 1), c * m
+    st = xp.strides
+    rows = np.lib.stride_tricks.as_strided(
+        xp,
+        (kh, kw, n, oh, ow * c),
+        (st[1] * dilations[0], st[2] * dilations[1], st[0], st[1] * strides[0], st[3]),
+        writeable=False,
+    )
+    tiled = np.broadcast_to(w[:, :, None, :, 0], (kh, kw, ow, c)).reshape(kh, kw, ow * c)
+    return np.einsum("ijnhk,ijk->nhk", rows, tiled).reshape(n, oh, ow, c)
+
+
+def _depthwise_matrices(x, w, strides, dilations, pads, outs, by_matmul: bool) -> np.ndarray:
+    """Each channel's convolution as the linear map it is, an (H*W, oH*oW) matrix per output
+    channel built from the taps that read the input (padding reads nothing): on the small feature
+    maps of a network's later stages, where a window loop pays for mostly padded windows. The
+    product runs as one matmul batched over channels (BLAS) or, for maps so small that a BLAS
+    call per channel costs more than its product, as one einsum with channels innermost."""
+    n, h, width, c = x.shape
+    kh, kw, _, m = w.shape
+    oh, ow = outs
+    select = []  # per dim, (k, in, out): 1 where the tap reads that input for that output
+    for size, out_size, k, stride, dilation, (before, _) in zip(
+        (h, width), outs, (kh, kw), strides, dilations, pads
+    ):
+        s = np.zeros((k, size, out_size), x.dtype)
+        for t, out_index, in_index in _taps(size, out_size, k, stride, dilation, before):
+            s[t, in_index, out_index] = np.eye(out_index.stop - out_index.start, dtype=x.dtype)
+        select.append(s)
+    rows = np.tensordot(w, select[0], axes=(0, 0))  # (kW, C, M, H, oH)
+    maps = np.tensordot(rows, select[1], axes=(0, 0))  # (C, M, H, oH, W, oW)
+    images = x.reshape(n, h * width, c)
+    if not by_matmul:
+        maps = maps.transpose(2, 4, 3, 5, 0, 1).reshape(h * width, oh * ow, c, m)
+        return np.einsum("npc,pqcm->nqcm", images, maps).reshape(n, oh, ow, c * m)
+    maps = maps.transpose(0, 2, 4, 1, 3, 5).reshape(c, h * width, m * oh * ow)
+    result = np.matmul(images.transpose(2, 0, 1), maps).reshape(c, n, m, oh * ow)
+    return result.transpose(1, 3, 0, 2).reshape(n, oh, ow, c * m)
 
 
 def _accumulate_dtype(dtype):
@@ -206,14 +299,19 @@ def depthwise_conv2d_native(
     _, _, stride_s = _spatial(strides, data_format, 2, "stride")
     _, _, dil_s = _spatial(dilations, data_format, 2, "dilation")
     kh, kw, c, m = filter.shape
+    if stride_s[0] != stride_s[1]:
+        raise invalid(
+            "Current implementation only supports equal length strides in the row and column dimensions."
+        )
     if xl.shape[-1] != c:
         raise invalid(f"input and filter must have the same depth: {xl.shape[-1]} vs {c}")
     pads, outs = _pads(
         xl.shape[1:3], (kh, kw), stride_s, dil_s, padding, _explicit(explicit_paddings, data_format, 2)
     )
     acc = _accumulate_dtype(input.dtype)
-    xp = _pad_spatial(xl.astype(acc, copy=False), pads)
-    result = _depthwise(xp, filter.astype(acc, copy=False), stride_s, dil_s, outs)
+    result = _depthwise(
+        xl.astype(acc, copy=False), filter.astype(acc, copy=False), stride_s, dil_s, pads, outs
+    )
     return _channels_back(out(result, input.dtype), data_format)
 
 
@@ -304,24 +402,55 @@ def _pool(value, ksize, strides, padding, data_format, n_spatial, kind, explicit
         padding,
         _explicit(explicit_paddings, data_format, n_spatial),
     )
-    axes = tuple(range(1 + n_spatial, 1 + 2 * n_spatial))
+    passes, counts = _pool_plan(xl.shape[1:-1], tuple(k_s), tuple(s_s), tuple(pads), tuple(outs))
     if kind == "max":
-        fill = (
-            -np.inf if value.dtype.kind == "f" or _low_precision(value.dtype) else np.iinfo(value.dtype).min
-        )
-        win = _windows(_pad_spatial(xl, pads, fill), k_s, s_s, [1] * n_spatial, outs)
-        result = (
-            np.fmax.reduce(win, axis=axes)  # TF's max pooling skips NaN (a < b ? b : a)
-            if win.size
-            else np.zeros(win.shape[: n_spatial + 1] + win.shape[-1:], value.dtype)
-        )
+        # TF's max pooling starts from lowest() and skips NaN (a < b ? b : a): fmax from the
+        # finite lowest, which a window of NaN or of padding only keeps.
+        result = _pool_separable(xl, passes, np.fmax, _finite_lowest(value.dtype))
         return _channels_back(out(result, value.dtype), data_format)
     acc = _accumulate_dtype(value.dtype)
-    win = _windows(_pad_spatial(xl.astype(acc, copy=False), pads), k_s, s_s, [1] * n_spatial, outs)
-    ones = np.ones((1, *xl.shape[1:-1], 1), acc)
-    counts = _windows(_pad_spatial(ones, pads), k_s, s_s, [1] * n_spatial, outs).sum(axis=axes)
-    result = win.sum(axis=axes) / counts
+    result = _pool_separable(xl.astype(acc, copy=False), passes, np.add, 0)
+    result /= counts.astype(acc, copy=False)  # SAME windows average the valid elements only
     return _channels_back(out(result, value.dtype), data_format)
+
+
+@functools.lru_cache(maxsize=256)
+def _pool_plan(sizes, k_s, s_s, pads, outs):
+    """For each spatial dim, its pass: (output size, the index of a tap reaching every output or
+    None, and (output index, input index) per other tap); and each window's number of valid
+    elements, (*outs, 1). A pure function of the shapes, cached: a served model pools the same
+    shapes at every request, and on a small map working them out costs more than the pooling."""
+    passes, counts = [], np.ones((1,) * (len(sizes) + 1))
+    for d, (size, k, stride, (before, _), out_size) in enumerate(zip(sizes, k_s, s_s, pads, outs)):
+        taps = _taps(size, out_size, k, stride, 1, before)
+        first = next((tap for tap in taps if tap[1] == slice(0, out_size)), None)
+        lead = (slice(None),) * (1 + d)
+        steps = tuple((lead + (o,), lead + (i,)) for tap, o, i in taps if first is None or tap != first[0])
+        passes.append((out_size, None if first is None else lead + (first[2],), steps))
+        count = np.zeros(out_size)
+        for _, out_index, _ in taps:
+            count[out_index] += 1
+        counts = counts * count.reshape((1,) * d + (out_size,) + (1,) * (len(sizes) - d))
+    counts.flags.writeable = False
+    return tuple(passes), counts
+
+
+def _pool_separable(x, passes, combine, fill):
+    """A window reduction as one pass per spatial dim (max and sum are separable): a pass folds
+    each kernel tap's shifted slice into the result, kH + kW vectorised steps for a 2-D window.
+    A tap that reaches every output starts the pass, so the fill costs no pass of its own."""
+    for axis, (out_size, first, steps) in enumerate(passes, start=1):
+        if first is not None:
+            result = combine(x[first], fill)
+        else:
+            shape = list(x.shape)
+            shape[axis] = out_size
+            result = np.full(shape, fill, x.dtype)
+        for out_index, in_index in steps:
+            target = result[out_index]
+            combine(target, x[in_index], out=target)
+        x = result
+    return x
 
 
 @kernel("MaxPool")

@@ -1662,3 +1662,27 @@ rec("StatelessMultinomial", rnd((2, 5), F64), a(1, I32), a([9, 9], I64))
 rec("StatelessMultinomial", rnd((2, 5)), a(0, I32), a([9, 9], I64))
 rec("StatelessMultinomial", rnd((5, 4), F32, -1, 1), a(5, I32), a([2, 7], I64))
 rec("StatelessMultinomial", rnd((3, 3), F16, -1, 1), a(3, I32), a([2, 8], I64))
+
+# --------------------------------------------------------------------------- window kernels' forms
+
+# Small feature maps under large kernels: the depthwise matrix form (conv_ops._depthwise_matrices).
+for _x, _f, _st, _pad in (
+    ((4, 2, 2, 8), (7, 7, 8, 1), [1, 1, 1, 1], "SAME"),
+    ((6, 1, 1, 5), (3, 3, 5, 2), [1, 1, 1, 1], "SAME"),
+    ((5, 4, 3, 4), (3, 3, 4, 2), [1, 2, 2, 1], "SAME"),
+    ((8, 3, 3, 3), (2, 3, 3, 1), [1, 1, 2, 1], "VALID"),
+):
+    rec(
+        "DepthwiseConv2dNative",
+        rnd(_x, F32, -1, 1),
+        rnd(_f, F32, -1, 1),
+        strides=_st,
+        padding=_pad,
+        rtol=1e-4,
+        atol=1e-4,
+    )
+_conv_case((6, 2, 2, 6), (7, 7, 1, 6), strides=[1, 1, 1, 1], padding="SAME")  # ConvNeXt's depthwise
+_NAN_ROW = a([[[[np.nan], [np.nan], [1.0], [np.nan], [2.0], [np.nan], [np.nan], [np.nan]]]])
+for _pad in ("VALID", "SAME"):  # windows of NaN only give TF's lowest(), not NaN or -inf
+    rec("MaxPool", _NAN_ROW, ksize=[1, 1, 2, 1], strides=[1, 1, 2, 1], padding=_pad)
+    rec("MaxPool", _NAN_ROW, ksize=[1, 1, 3, 1], strides=[1, 1, 1, 1], padding=_pad)

@@ -36,6 +36,79 @@ def test_dilated_depthwise_equals_grouped_conv(padding, multiplier):
     np.testing.assert_allclose(depthwise, grouped, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "shape,kernel,strides,dilations,padding",
+    [
+        ((3, 2, 2, 5), (7, 7), (1, 1), (1, 1), "SAME"),
+        ((2, 1, 1, 4), (3, 3), (1, 1), (1, 1), "SAME"),
+        ((4, 6, 5, 3), (3, 3), (2, 2), (1, 1), "SAME"),
+        ((2, 9, 7, 2), (3, 2), (1, 1), (2, 3), "VALID"),
+        ((1, 8, 8, 3), (5, 5), (3, 3), (1, 1), "SAME"),
+        ((2, 5, 6, 2), (2, 3), (1, 1), (1, 1), ((2, 0), (1, 3))),
+        ((2, 9, 8, 3), (3, 3), (2, 1), (1, 2), "SAME"),
+    ],
+)
+@pytest.mark.parametrize("multiplier", [1, 3])
+@pytest.mark.parametrize("by_matmul", [True, False])
+def test_depthwise_matrix_form_equals_window_form(
+    shape, kernel, strides, dilations, padding, multiplier, by_matmul
+):
+    # _depthwise picks a form by cost; each must give the same result on any shape.
+    from runtime.kernels import conv_ops
+
+    x = RNG.standard_normal(shape).astype(np.float32)
+    w = RNG.standard_normal((*kernel, shape[-1], multiplier)).astype(np.float32)
+    explicit = padding if isinstance(padding, tuple) else None
+    pads, outs = conv_ops._pads(
+        shape[1:3], kernel, strides, dilations, "EXPLICIT" if explicit else padding, explicit
+    )
+    padded = conv_ops._pad_spatial(x, pads)
+    windows = conv_ops._depthwise_windows(padded, w, strides, dilations, outs)
+    matrices = conv_ops._depthwise_matrices(x, w, strides, dilations, pads, outs, by_matmul)
+    np.testing.assert_allclose(matrices, windows, rtol=1e-5, atol=1e-5)
+    if strides[1] == 1:  # the windows' einsum a row at a time
+        rows = conv_ops._depthwise_rows(padded, w, strides, dilations, outs)
+        np.testing.assert_allclose(rows, windows, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "shape,kernel,strides,padding",
+    [
+        ((2, 7, 8, 3), (3, 3), (2, 2), "SAME"),
+        ((2, 7, 8, 3), (3, 2), (1, 3), "VALID"),
+        ((1, 2, 2, 4), (5, 5), (1, 1), "SAME"),
+        ((2, 5, 6, 4, 2), (2, 3, 2), (1, 2, 2), "SAME"),
+        ((1, 6, 5, 2), (2, 2), (1, 1), ((3, 0), (0, 2))),
+    ],
+)
+def test_separable_pooling_equals_one_reduction_per_window(shape, kernel, strides, padding):
+    # The separable passes against the plain definition: one reduction over each padded window.
+    from runtime.kernels import conv_ops
+
+    n = len(kernel)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[::5] = np.nan
+    explicit = padding if isinstance(padding, tuple) else None
+    pads, outs = conv_ops._pads(
+        shape[1:-1], kernel, strides, [1] * n, "EXPLICIT" if explicit else padding, explicit
+    )
+    axes = tuple(range(1 + n, 1 + 2 * n))
+    passes, _ = conv_ops._pool_plan(shape[1:-1], kernel, strides, tuple(pads), tuple(outs))
+    lowest = np.finfo(np.float32).min
+    padded = conv_ops._pad_spatial(x, pads, lowest)
+    reduced = np.fmax.reduce(
+        conv_ops._windows(padded, kernel, strides, [1] * n, outs), axis=axes, initial=lowest
+    )
+    np.testing.assert_array_equal(conv_ops._pool_separable(x, passes, np.fmax, lowest), reduced)
+    finite = np.nan_to_num(x)
+    sums = conv_ops._windows(conv_ops._pad_spatial(finite, pads), kernel, strides, [1] * n, outs).sum(
+        axis=axes
+    )
+    np.testing.assert_allclose(
+        conv_ops._pool_separable(finite, passes, np.add, 0), sums, rtol=1e-5, atol=1e-5
+    )
+
+
 @pytest.mark.parametrize("filter_depth,out_depth", [(1, 6), (1, 12), (2, 6), (3, 4)])
 @pytest.mark.parametrize("strides,padding", [([1, 1, 1, 1], "SAME"), ([1, 2, 2, 1], "VALID")])
 def test_grouped_conv2d_is_each_group_convolved_alone(filter_depth, out_depth, strides, padding):

@@ -15,7 +15,9 @@ Models: ``mlp``, a TF1 graph of dense layers holding about 200 MB of float32 var
 once by TensorFlow under ``--cache``), and ``mobilenet_v2``, the oracle zoo's Keras MobileNetV2
 (``zoo_mobilenet_v2_saved``: ``tf.saved_model.save``, 32x32 inputs, 2.3 M weights).
 
-Each (model, side) runs ``--repeats`` times, sides alternating; the median wall time and the
+Each (model, side) runs ``--repeats`` times, sides alternating; the median time from launch to
+the first result (the child's wall clock as it has it, against the parent's at launch; the
+process's exit, after freeing the model and joining thread pools, is shown beside) and the
 median peak RSS (each child's own ``VmHWM``) are printed, with ratios to ORT alone and the aims:
 warm within 2x of ORT alone, cold MobileNetV2 under 0.6 s, RSS under 2x ORT alone. Files sit in
 the page cache after the first run: this measures process cold start, not a cold disk. Our
@@ -80,10 +82,13 @@ BUILD_MLP = textwrap.dedent(
 # parent's memory at the fork.
 PEAK = textwrap.dedent(
     """
-    def peak_mb():
+    import time
+
+    def report(output_sum):  # the first result's sum and wall-clock time, then the peak RSS
+        first_result = time.time()
         for line in open("/proc/self/status"):
             if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
+                print(output_sum, first_result, int(line.split()[1]) / 1024, sep="\\n")
     """
 )
 OURS = textwrap.dedent(
@@ -95,8 +100,7 @@ OURS = textwrap.dedent(
     sig = bundle.signature_defs["serving_default"]
     (feed,), (fetch,) = sig.inputs.values(), sig.outputs.values()
     out = bundle.session.run(fetch.name, {feed.name: np.linspace(-1, 1, np.prod(shape), dtype=np.float32).reshape(shape)})
-    print(float(np.asarray(out).sum()))
-    print(peak_mb())
+    report(float(np.asarray(out).sum()))
     """
 )
 
@@ -106,8 +110,7 @@ ORT_ALONE = textwrap.dedent(
     path, shape = sys.argv[1], [int(d) for d in sys.argv[2].split(",")]
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     x = np.linspace(-1, 1, np.prod(shape), dtype=np.float32).reshape(shape)
-    print(float(np.asarray(session.run(None, {session.get_inputs()[0].name: x})[0]).sum()))
-    print(peak_mb())
+    report(float(np.asarray(session.run(None, {session.get_inputs()[0].name: x})[0]).sum()))
     """
 )
 
@@ -120,8 +123,7 @@ THEIRS = textwrap.dedent(
     (key,) = fn.structured_input_signature[1]
     x = np.linspace(-1, 1, np.prod(shape), dtype=np.float32).reshape(shape)
     (out,) = fn(**{key: tf.constant(x)}).values()
-    print(float(out.numpy().sum()))
-    print(peak_mb())
+    report(float(out.numpy().sum()))
     """
 )
 
@@ -139,15 +141,18 @@ def build_mlp(cache: Path, rebuild: bool) -> Path:
     return export_dir
 
 
-def run_child(command: list[str], env: dict) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS in MB, output sum) of one fresh process."""
+def run_child(command: list[str], env: dict) -> tuple[float, float, float, str]:
+    """(seconds from launch to the first result, seconds to the process's exit, peak RSS in MB,
+    output sum) of one fresh process. The first result is what a restart waits for; the exit
+    (freeing the model, joining thread pools) is after it, shown beside."""
+    launch = time.time()
     start = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, check=False)
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
         raise RuntimeError(f"{command[:3]} failed:\n{result.stderr[-3000:]}")
-    output, peak = result.stdout.strip().splitlines()[-2:]
-    return elapsed, float(peak), output
+    output, first_result, peak = result.stdout.strip().splitlines()[-3:]
+    return float(first_result) - launch, elapsed, float(peak), output
 
 
 def onnx_of(cache: Path) -> Path:
@@ -170,7 +175,7 @@ def commands(name: str, export_dir: Path, shape: str, folder: Path, env: dict) -
 
 
 def measure(name: str, sides: dict[str, list[str]], repeats: int, env: dict, folder: Path) -> dict:
-    runs: dict[str, list[tuple[float, float, str]]] = {side: [] for side in sides}
+    runs: dict[str, list[tuple[float, float, float, str]]] = {side: [] for side in sides}
     for _ in range(repeats):
         for side, command in sides.items():
             if side == "ours cold":
@@ -178,10 +183,11 @@ def measure(name: str, sides: dict[str, list[str]], repeats: int, env: dict, fol
             runs[side].append(run_child(command, env))
     results = {}
     for side, values in runs.items():
-        outputs = {round(float(v[2]), 2) for v in values}
+        outputs = {round(float(v[3]), 2) for v in values}
         results[side] = {
             "seconds": statistics.median(v[0] for v in values),
-            "rss_mb": statistics.median(v[1] for v in values),
+            "exit_seconds": statistics.median(v[1] for v in values),
+            "rss_mb": statistics.median(v[2] for v in values),
             "output": sorted(outputs)[0],
         }
     return results
@@ -194,6 +200,7 @@ def report(name: str, results: dict, repeats: int) -> None:
         print(
             f"{name:<13} {side:<10} {r['seconds'] * 1000:8.0f} ms {r['seconds'] / ort_s:6.2f}x ORT   "
             f"peak RSS {r['rss_mb']:7.1f} MB {r['rss_mb'] / ort_mb:5.2f}x ORT   output sum {r['output']:.2f}"
+            f"   (exit at {r['exit_seconds'] * 1000:.0f} ms)"
         )
     warm, cold = results["ours warm"], results["ours cold"]
     print(

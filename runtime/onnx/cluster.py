@@ -7,7 +7,7 @@ the native kernels on the same inputs and compares; on a conversion failure or a
 whole cluster drops back to the native kernels for good, and the reason goes to the log and to
 the model's ``DelegationReport``. A cluster holding whole While loops runs, natively, its
 ``native_subgraph``: the loops' bodies delegated as for loops that never convert whole (see
-``delegate.add_loop_fallbacks``). Where TF's kernels would raise an error (or compute what ONNX
+``rewrite.add_loop_fallbacks``). Where TF's kernels would raise an error (or compute what ONNX
 does not), the converted model says so in its guard output: that run goes native, so the error
 is TF's own. InferenceSession.run is thread-safe, so one session per
 signature serves every thread; compiling takes the runner's lock.
@@ -35,8 +35,7 @@ from runtime.kernels.registry import kernel
 from runtime.kernels.resources import ResourceMgr
 from runtime.onnx import options as options_lib
 from runtime.onnx import text_table
-from runtime.onnx.converter import Signature, convert_subgraph
-from runtime.onnx.partition import CLUSTER_OP
+from runtime.onnx.interface import CLUSTER_OP, Signature
 from runtime.onnx.session_runs import NO_PLAN_RUN, Unguarded, contiguous, fast_run, guarded, picked_run
 
 logger = logging.getLogger(__name__)
@@ -274,6 +273,9 @@ class ClusterRunner:
         native = self._run_native(inputs) if self._options.validate or self._native_only else None
         if self._native_only:
             return _NATIVE, native
+        # Converting imports the converters (and onnx): a start from the cache never does.
+        from runtime.onnx.converters import convert_subgraph
+
         try:
             constants = dict(zip(self._constant_inputs, self._constant_values()))
             model = convert_subgraph(

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib.util
 import json
 import logging
 import mmap
@@ -46,13 +47,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import onnx
 import onnxruntime
 from google.protobuf.message import DecodeError
 
 from apis.tensorflow.core.framework import graph_pb2
 from runtime.checkpoint.table import crc32c
-from runtime.onnx.partition import CLUSTER_OP
+from runtime.onnx.interface import CLUSTER_OP
 from runtime.onnx.report import DelegationReport
 
 logger = logging.getLogger(__name__)
@@ -70,12 +70,26 @@ class Entry:
     meta: dict
 
 
+def _onnx_version() -> str:
+    """onnx's installed version, from its ``onnx-<version>.dist-info`` directory beside the
+    package: importing onnx (whose ``__version__`` comes from importlib.metadata) would cost a
+    start from the cache 50-80 ms it has no other use for."""
+    spec = importlib.util.find_spec("onnx")
+    folder = Path(spec.origin).parent.parent if spec is not None and spec.origin else None
+    found = sorted(folder.glob("onnx-*.dist-info")) if folder is not None else []
+    if len(found) == 1:
+        return found[0].name[len("onnx-") : -len(".dist-info")]
+    import onnx  # (an unusual install: ask onnx itself)
+
+    return onnx.__version__
+
+
 @functools.cache
 def converter_version() -> str:
     """The SHA-256 of every source file of the runtime and the onnx and onnxruntime versions:
     whatever could change a conversion, a partition or a validation changes it."""
     root = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256(f"onnx {onnx.__version__} onnxruntime {onnxruntime.__version__}".encode())
+    digest = hashlib.sha256(f"onnx {_onnx_version()} onnxruntime {onnxruntime.__version__}".encode())
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()

@@ -42,10 +42,10 @@ from runtime import dtypes, tensor_util
 from runtime.graph import attrs as attr_lib
 from runtime.graph.op_def import parse_input
 from runtime.onnx import text_table
+from runtime.onnx.interface import GUARD, Signature  # noqa: F401 - Signature: converters' callers
 
 OPSET = 21
 IR_VERSION = 10
-GUARD = "guard"  # the model's last output where converters added guards (``Builder.guard``)
 
 # TF dtypes a cluster may carry, by their ONNX element type.
 ONNX_TYPES: dict[int, int] = {
@@ -377,14 +377,6 @@ def onnx_type(dtype: int) -> int:
         return ONNX_TYPES[dtypes.base_dtype(dtype)]
     except KeyError:
         raise NotConvertible(f"dtype {dtypes.name(dtype)} has no ONNX type here") from None
-
-
-@dataclass(frozen=True)
-class Signature:
-    """One compiled form of a cluster: the dtype (TF enum) and rank of each input."""
-
-    dtypes: tuple[int, ...]
-    ranks: tuple[int, ...]
 
 
 def convert_subgraph(

@@ -2,7 +2,7 @@
 
 A Keras RNN passes its kernels to the loop as ``DT_RESOURCE`` loop variables, read by
 ``ReadVariableOp`` in the body each step. A resource cannot enter onnxruntime, so, where nothing
-the served signatures run can write variables (``delegate.freeze_variables`` decides that, as for
+the served signatures run can write variables (``frozen_variables.freeze_variables`` decides that, as for
 reads outside loops), ``freeze_loop_variables`` gives each such ``While`` copies of its cond and
 body (``<name>__frozen``) in which those args are gone and their reads are ``Const`` nodes holding
 the variables' current values; the loop node drops those inputs and outputs. The rewritten graph

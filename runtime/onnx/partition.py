@@ -41,8 +41,8 @@ from runtime.graph.graph import Graph, Operation
 from runtime.graph.op_def import parse_input
 from runtime.onnx import converter as converter_lib
 from runtime.onnx.cost import DATA_MOVEMENT, estimate_flops
+from runtime.onnx.interface import CLUSTER_OP
 
-CLUSTER_OP = "_OrtCluster"
 _CONTROL_FLOW_SOURCES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
 LOOPS = frozenset({"While", "StatelessWhile"})
 # Ops heavy enough to be worth an onnxruntime call on their own.
@@ -69,7 +69,7 @@ def reason(op: Operation, constants: Collection[str] = ()) -> str | None:
     """Why ``op`` cannot run in onnxruntime, or None when it can (with its converter).
 
     ``constants``: ops (beyond ``Const`` nodes) whose values every cluster holds as constants:
-    frozen variable reads and what is computed from them alone (``delegate.freeze_variables``)."""
+    frozen variable reads and what is computed from them alone (``frozen_variables.freeze_variables``)."""
     definition = converter_lib.lookup(op.type)
     if definition is None:
         return "no ONNX converter"

@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime as ort
 
 from runtime.onnx import text_table
-from runtime.onnx.converter import GUARD
+from runtime.onnx.interface import GUARD
 
 
 def fast_run(session: ort.InferenceSession, fetch_names: list[str], outputs: Sequence[int] | None = None):

@@ -12,16 +12,20 @@ own objects, no copy). The model carries each table in its metadata
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
-from onnx import TensorProto
+
+if TYPE_CHECKING:  # a cluster read from the cache uses the session's side only, without onnx
+    import onnx
 
 _KEY = "text_table:"  # + the output's index: a metadata entry of the converted model
 
 
 def gather_positions(b, table: np.ndarray, indices: str, axis: int) -> str:
     """The int64 positions ``GatherV2(table, indices, axis)`` reads (guarded as its indices)."""
+    from onnx import TensorProto  # (converting: onnx is imported already)
+
     axis %= table.ndim
     size = int(table.shape[axis])
     b.guard_in_range(indices, size, gathered=True)

@@ -80,7 +80,7 @@ def place(session, signature) -> SignaturePlacement:
     """The placement of ``signature``'s ops in ``session`` (delegated or not)."""
     graph = session.graph
     report = getattr(session, "delegation_report", None)  # a runtime.onnx DelegationReport
-    region = onnx_module("delegate").served_region(graph, [signature_io(signature)])
+    region = onnx_module("rewrite").served_region(graph, [signature_io(signature)])
     not_work = onnx_module("cost").BOOKKEEPING | {"NoOp"}
     ops = [op for op in graph.get_operations() if op in region]
     placement = SignaturePlacement(ops=ops)

@@ -6,7 +6,10 @@ whole or absent, whoever writes them at the same time. Outputs are TF's througho
 
 from __future__ import annotations
 
+import importlib
+import subprocess
 import sys
+import textwrap
 import threading
 from pathlib import Path
 
@@ -21,7 +24,8 @@ from runtime.onnx.cluster_cache import ClusterCache
 from tests.oracle import catalog, corpus
 
 MODEL = "keras_cnn_bn"  # a convolution, batch norms (frozen chains), one cluster
-delegate_module = sys.modules["runtime.onnx.delegate"]
+rewrite_module = importlib.import_module("runtime.onnx.rewrite")  # what a miss runs: steps 1-4
+converters_module = importlib.import_module("runtime.onnx.converters")  # what a miss converts with
 cluster_module = sys.modules["runtime.onnx.cluster"]
 
 
@@ -76,13 +80,50 @@ class Counting:
 def test_a_second_load_rewrites_converts_and_validates_nothing(manifest, tmp_path, monkeypatch):
     cold = run_and_check(manifest, tmp_path)
     assert len(entries(tmp_path, "plan")) == 1 and len(entries(tmp_path, "onnx")) == 1
-    delegated = Counting(monkeypatch, delegate_module, "_delegated")
-    converted = Counting(monkeypatch, cluster_module, "convert_subgraph")
+    delegated = Counting(monkeypatch, rewrite_module, "rewrite")
+    converted = Counting(monkeypatch, converters_module, "convert_subgraph")
     validated = Counting(monkeypatch, cluster_module.ClusterRunner, "_run_native")
     warm = run_and_check(manifest, tmp_path)
     assert (delegated.calls, converted.calls, validated.calls) == (0, 0, 0)
     assert warm.to_json() == cold.to_json()
     assert warm.from_cache and not cold.from_cache and "read from the cluster cache" in warm.summary()
+
+
+WARM_START = textwrap.dedent(
+    """
+    import sys
+    from apis.tensorflow.core.framework import tensor_pb2
+    from loader import load_saved_model
+    from runtime import tensor_util
+    from tests.oracle import corpus
+
+    manifest = corpus.load_manifest(sys.argv[1])
+    case = manifest["cases"][0]
+    bundle = load_saved_model(manifest["export_path"], case["tags"], cluster_cache=sys.argv[2])
+    signature = bundle.signature_defs[case["signature"]]
+    read = lambda p: tensor_util.make_ndarray(tensor_pb2.TensorProto.FromString((manifest["dir"] / p).read_bytes()))
+    feeds = {signature.inputs[k].name: read(p) for k, p in case["inputs"].items()}
+    bundle.session.run([signature.outputs[k].name for k in case["outputs"]], feeds)
+    assert bundle.session.delegation_report.from_cache
+    heavy = ("onnx", "runtime.onnx.converters", "runtime.onnx.rewrite", "runtime.onnx.partition")
+    print(sorted(name for name in heavy if name in sys.modules))
+    """
+)
+
+
+def test_a_start_from_the_cache_imports_neither_the_converters_nor_onnx(manifest, tmp_path):
+    # What the cache is for is a fast start: the rewrites, the converters and onnx (50-80 ms to
+    # import) belong to a miss. A fresh process, since this one has imported them all.
+    run_and_check(manifest, tmp_path)
+    child = subprocess.run(
+        [sys.executable, "-c", WARM_START, MODEL, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    assert child.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_without_a_cache_directory_nothing_is_kept(manifest, tmp_path, monkeypatch):
@@ -107,21 +148,21 @@ def test_a_corrupt_entry_is_ignored_and_rebuilt(manifest, tmp_path, monkeypatch,
     else:  # a whole file, of another entry, under this name
         (other,) = [p for p in tmp_path.iterdir() if p.suffix == (".onnx" if kind == "plan" else ".plan")]
         path.write_bytes(other.read_bytes())
-    rebuilt = Counting(monkeypatch, delegate_module if kind == "plan" else cluster_module, _builder(kind))
+    rebuilt = Counting(monkeypatch, rewrite_module if kind == "plan" else converters_module, _builder(kind))
     run_and_check(manifest, tmp_path)
     assert rebuilt.calls == 1
     assert path.read_bytes() == good  # written again, whole (conversion is deterministic)
 
 
 def _builder(kind: str) -> str:
-    return "_delegated" if kind == "plan" else "convert_subgraph"
+    return "rewrite" if kind == "plan" else "convert_subgraph"
 
 
 def test_another_converter_version_is_a_miss(manifest, tmp_path, monkeypatch):
     run_and_check(manifest, tmp_path)
     monkeypatch.setattr(cluster_cache, "converter_version", lambda: "another version")
-    converted = Counting(monkeypatch, cluster_module, "convert_subgraph")
-    delegated = Counting(monkeypatch, delegate_module, "_delegated")
+    converted = Counting(monkeypatch, converters_module, "convert_subgraph")
+    delegated = Counting(monkeypatch, rewrite_module, "rewrite")
     run_and_check(manifest, tmp_path)
     assert (delegated.calls, converted.calls) == (1, 1)
     assert len(entries(tmp_path, "plan")) == 2 and len(entries(tmp_path, "onnx")) == 2

@@ -10,7 +10,7 @@ from loader import load_saved_model
 from runtime import Graph, Session, dtypes
 from runtime.onnx import DelegationOptions
 from runtime.onnx.constant_folding import fold_constants, foldable, frozen_chains
-from runtime.onnx.delegate import served_region
+from runtime.onnx.rewrite import served_region
 from tests.oracle import corpus
 from tests.runtime.onnx.test_gather_folding import _node
 

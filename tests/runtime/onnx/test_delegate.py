@@ -1,4 +1,4 @@
-"""delegate.drop_inert_control_edges: which control edges order nothing, and a served model whose
+"""rewrite.drop_inert_control_edges: which control edges order nothing, and a served model whose
 plan is then one onnxruntime call."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 
 from apis.tensorflow.core.framework import graph_pb2
 from loader import load_saved_model
-from runtime.onnx.delegate import drop_inert_control_edges
+from runtime.onnx.rewrite import drop_inert_control_edges
 
 REPO = Path(__file__).resolve().parents[3]
 

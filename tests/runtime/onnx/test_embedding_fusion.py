@@ -15,9 +15,9 @@ from runtime import Graph, errors
 from runtime.execution.interpreter import run_plan
 from runtime.execution.planner import build_plan
 from runtime.kernels.embedding_ops import OP_TYPE
-from runtime.onnx.delegate import served_region
 from runtime.onnx.embedding_fusion import fuse_embedding_lookups
 from runtime.onnx.gather_folding import fold_gathers
+from runtime.onnx.rewrite import served_region
 from tests.oracle import corpus
 from tests.runtime.test_embedding_ops import random_ids
 

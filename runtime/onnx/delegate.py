@@ -1,31 +1,9 @@
 """``delegate(session)``: rewrite a loaded Session's graph once so that clusters run in onnxruntime.
 
-Steps 1-4 (``rewrite.py``) give the fused graph:
-
-1. ``inline_calls``: TF2 call nodes whose bodies only compute become their bodies;
-   ``raise_conds``: regular TF1 conds become functional If nodes (first: a loop holding one is regular);
-   ``raise_frames``: regular TF1 while loops become functional While nodes (TensorArrays as TensorLists);
-   ``freeze_loop_variables``: read-only variables a While takes become constants of its body;
-   ``delegate_functions``: While/If bodies that stay functions get delegated copies (a While
-   that converts whole becomes one ONNX ``Loop`` in a cluster instead);
-2. the served region: ops the signatures need (clusters never mix ops of different signature
-   sets, nor take in a tensor a signature feeds), or the whole graph;
-3. variables (``frozen_variables.py``): if no op of that region can write a variable (``Assign*``,
-   ``Scatter*``, ``*Apply*``, in the graph or in a function it calls), every ``ReadVariableOp`` of a
-   ``VarHandleOp`` and ``Identity`` of a ``VariableV2`` is frozen: its current value (after
-   restore and init) becomes a constant of the clusters that read it, and so does what is
-   computed from frozen reads alone (``constant_folding.frozen_chains``: the Identity, Cast or
-   batch-norm arithmetic Keras puts between a weight and its reader); row lookups into
-   variables (partitioned ``embedding_lookup`` too) become ``GatherV2`` of a constant table
-   (``gather_folding``); otherwise reads stay native;
-   then ops of constants only become constants (``constant_folding``) and each
-   ``safe_embedding_lookup_sparse`` of a constant table becomes one op (``embedding_fusion``),
-   as do bucketized and indicator columns' plumbing (``bucketized_fusion``, ``indicator_fusion``);
-4. ``propose_clusters`` then ``fuse`` give a new GraphDef, imported as a new Graph over a copy
-   of the function library (plus the delegated bodies), with the collections carried over by name;
-   clusters read weights by name (``cluster_constants.py``); control edges that order nothing
-   (from frozen reads, or implied by data edges) are dropped, so the Session skips those ops;
-5. a ``ClusterRunner`` per cluster node; the Session runs the new graph from then on.
+Steps 1-4 (``rewrite.py``, where each is described) give the fused graph: calls inlined and TF1
+control flow raised, the served region, read-only variables frozen into constants, then clusters
+proposed and fused into a new GraphDef. Step 5, here: a ``ClusterRunner`` per cluster node; the
+Session runs the new graph from then on.
 
 The report (``DelegationReport``) is returned, kept on the Session and logged. With a
 ``ClusterCache``, steps 1-4 are read from it when it holds them, and written to it when not.

@@ -25,7 +25,7 @@ Steps, each a pure function of the one before except where the Session's variabl
 4. ``propose_clusters`` then ``fuse`` give a new GraphDef, imported as a new Graph over a copy
    of the function library (plus the delegated bodies), with the collections carried over by name;
    clusters read weights by name (``cluster_constants.py``); control edges that order nothing
-   (from frozen reads, or implied by data edges) are dropped, so the Session skips those ops;
+   (from frozen reads, or implied by data edges) are dropped, so the Session skips those ops.
 
 ``delegate`` imports this module on demand, only where the cluster cache does not hold the
 result: the rewrites ask the converters what converts, and the converters import onnx.

@@ -8,7 +8,7 @@ runs its serving signature once on the same input:
 - ``ours warm``: the same with the cluster cache that an earlier start filled: a restart, or a
   new replica sharing the directory;
 - ``ORT alone``: ``onnxruntime.InferenceSession`` on the converted model (the cluster's ``.onnx``
-  file the warm cache holds), default session options, CPU provider;
+  file the warm cache holds, its weights embedded), default session options, CPU provider;
 - ``TF``: ``tf.saved_model.load`` and a call of its serving signature (oracle venv ``tf221``).
 
 Models: ``mlp``, a TF1 graph of dense layers holding about 200 MB of float32 variables (built
@@ -155,10 +155,15 @@ def run_child(command: list[str], env: dict) -> tuple[float, float, float, str]:
     return float(first_result) - launch, elapsed, float(peak), output
 
 
-def onnx_of(cache: Path) -> Path:
-    """The converted model the warm cache holds (the model's one cluster): an ONNX file."""
+def onnx_of(cache: Path, folder: Path) -> Path:
+    """The converted model the warm cache holds (the model's one cluster) as one ONNX file, its
+    weights in it: what a user hands onnxruntime (the cache keeps big weights beside the model)."""
+    import onnx
+
     (model,) = cache.glob("*.onnx")
-    return model
+    alone = folder / f"{model.stem}_alone.onnx"
+    onnx.save(onnx.load(model), alone)  # (loads the external data into the model)
+    return alone
 
 
 def commands(name: str, export_dir: Path, shape: str, folder: Path, env: dict) -> dict[str, list[str]]:
@@ -169,7 +174,7 @@ def commands(name: str, export_dir: Path, shape: str, folder: Path, env: dict) -
     return {
         "ours cold": [sys.executable, "-c", PEAK + OURS, str(export_dir), str(cold), shape],
         "ours warm": [sys.executable, "-c", PEAK + OURS, str(export_dir), str(warm), shape],
-        "ORT alone": [sys.executable, "-c", PEAK + ORT_ALONE, str(onnx_of(warm)), shape],
+        "ORT alone": [sys.executable, "-c", PEAK + ORT_ALONE, str(onnx_of(warm, folder)), shape],
         "TF": [str(TF_PYTHON), "-c", PEAK + THEIRS, str(export_dir), shape],
     }
 

@@ -59,13 +59,13 @@ def unmask_crc(masked: int) -> int:
     return ((rot >> 17) | (rot << 15)) & 0xFFFFFFFF
 
 
-def crc32c(data) -> int:
-    """crc32c of a bytes-like object, including mmap slices, without holding a copy of more than 8 MiB."""
+def crc32c(data, crc: int = 0) -> int:
+    """crc32c of a bytes-like object, including mmap slices, without holding a copy of more than 1 MiB;
+    ``crc``: that of the bytes before it (a file read in parts)."""
     view = memoryview(data).cast("B")
-    step = 8 << 20
-    if len(view) <= step:
+    step = 1 << 20
+    if len(view) <= step and not crc:
         return google_crc32c.value(bytes(view))
-    crc = 0
     for start in range(0, len(view), step):
         crc = google_crc32c.extend(crc, bytes(view[start : start + step]))
     return crc

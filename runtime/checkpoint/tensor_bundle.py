@@ -158,12 +158,61 @@ class BundleReader:
         return self.entry(name).dtype
 
     # ---- reading -----------------------------------------------------------------------------------
-    def get_tensor(self, name: str) -> np.ndarray:
-        """The full value of a tensor; slices of a partitioned variable are assembled into one array."""
+    def get_tensor(self, name: str, owned: bool = False) -> np.ndarray:
+        """The full value of a tensor; slices of a partitioned variable are assembled into one array.
+        ``owned``: an array of its own, read from the shard without mapping it (a restore keeps
+        its values: a view of the mapped shard would hold every page of it resident besides)."""
         entry = self.entry(name)
         if entry.slices:
             return self._assemble(name, entry)
-        return self._read(name, entry, self._dims(entry, name))
+        dims = self._dims(entry, name)
+        if owned and dtypes.itemsize(entry.dtype) is not None:
+            return self._read_owned(name, entry, dims)
+        value = self._read(name, entry, dims)
+        return np.array(value, copy=True) if owned else value
+
+    def _read_owned(self, name: str, entry, dims: list[int]) -> np.ndarray:
+        """``_read``'s value, read into an array of its own (same checks, same errors)."""
+        self._check_dtype(name, entry.dtype)
+        itemsize = dtypes.itemsize(entry.dtype)
+        count = int(np.prod(dims, dtype=object)) if dims else 1
+        if count * itemsize != entry.size:
+            raise self._loss(
+                name, f"{entry.size} bytes stored for shape {dims} of {dtypes.name(entry.dtype)}"
+            )
+        path = self._shard_path(entry.shard_id, name)
+        array = np.empty(count, dtype=dtypes.as_numpy_dtype(entry.dtype))
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                end = entry.offset + entry.size
+                if end > size:
+                    raise self._loss(
+                        name,
+                        f"bytes [{entry.offset}, {end}) lie beyond the end of the shard ({size} bytes)",
+                        path,
+                    )
+                read, buffer = 0, array.view(np.uint8)  # (bfloat16 has no buffer format)
+                while read < entry.size:  # (one read returns at most ~2 GiB)
+                    got = os.preadv(f.fileno(), [buffer[read:]], entry.offset + read)
+                    if not got:
+                        break
+                    read += got
+        except OSError as e:
+            raise errors.DataLossError(
+                None, None, f"Cannot read data file {path} for tensor '{name}': {e.strerror or e}"
+            ) from None
+        if read != entry.size:
+            raise self._loss(name, f"read {read} of its {entry.size} bytes", path)
+        actual = crc32c(buffer)
+        if actual != unmask_crc(entry.crc32c):
+            raise self._loss(
+                name,
+                f"Checksum does not match: stored {unmask_crc(entry.crc32c)} vs. calculated on the restored bytes "
+                f"{actual}",
+                path,
+            )
+        return array.reshape(dims)
 
     def get_slice(self, name: str, full_shape: list[int], spec: list[tuple[int, int]]) -> np.ndarray:
         """The part of a tensor a ``RestoreV2`` shape_and_slice asks for; (start, length) per dim, -1 = all."""
@@ -211,10 +260,13 @@ class BundleReader:
             None, None, f"Corrupt checkpoint {path or self._index_path}: tensor '{name}': {what}"
         )
 
-    def _shard(self, shard_id: int, name: str) -> tuple[memoryview, str]:
-        path = data_filename(self.prefix, shard_id, self.num_shards)
+    def _shard_path(self, shard_id: int, name: str) -> str:
         if not 0 <= shard_id < self.num_shards:
             raise self._loss(name, f"shard_id {shard_id} not in [0, {self.num_shards})")
+        return data_filename(self.prefix, shard_id, self.num_shards)
+
+    def _shard(self, shard_id: int, name: str) -> tuple[memoryview, str]:
+        path = self._shard_path(shard_id, name)
         view = self._shards.get(shard_id)
         if view is None:
             with self._lock:
@@ -223,12 +275,15 @@ class BundleReader:
                     view = self._shards[shard_id] = _map_file(path, name)
         return view, path
 
-    def _read(self, name: str, entry, dims: list[int]) -> np.ndarray:
-        dtype = entry.dtype
+    def _check_dtype(self, name: str, dtype: int) -> None:
         if not dtypes.is_supported(dtype) or dtype in (dtypes.DT_RESOURCE, dtypes.DT_VARIANT):
             raise errors.UnimplementedError(
                 None, None, f"Checkpoint {self.prefix}: tensor '{name}' has unsupported dtype {dtype}"
             )
+
+    def _read(self, name: str, entry, dims: list[int]) -> np.ndarray:
+        dtype = entry.dtype
+        self._check_dtype(name, dtype)
         count = int(np.prod(dims, dtype=object)) if dims else 1
         data, path = self._shard(entry.shard_id, name)
         end = entry.offset + entry.size

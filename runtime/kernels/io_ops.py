@@ -58,10 +58,12 @@ def restore_v2(prefix, tensor_names, shape_and_slices, *, dtypes):
                 f"{tf_dtypes.name(stored)}",
             )
         parsed = parse_shape_and_slice(spec)
-        value = reader.get_tensor(name) if parsed is None else reader.get_slice(name, *parsed)
         # Restored variables outlive this read: own them rather than keep views of the mapped
         # shard, so a shard overwritten in place on disk can never fault (SIGBUS) a serving process.
-        out.append(np.array(value, copy=True))
+        if parsed is None:
+            out.append(reader.get_tensor(name, owned=True))
+        else:
+            out.append(np.array(reader.get_slice(name, *parsed), copy=True))
     return tuple(out)
 
 

@@ -265,25 +265,35 @@ class ClusterRunner:
             if self._cache is not None and not self._native_only
             else None
         )
-        stored = self._cache.model_path(key) if key is not None else None
+        stored = self._cache.stored_model(key) if key is not None else None
         if stored is not None:
-            compiled = self._from_cache(str(stored), providers, inputs)
+            compiled = self._from_cache(stored, providers, inputs)
             if compiled is not None:
                 return compiled
         native = self._run_native(inputs) if self._options.validate or self._native_only else None
         if self._native_only:
             return _NATIVE, native
         # Converting imports the converters (and onnx): a start from the cache never does.
-        from runtime.onnx.converters import convert_subgraph
+        from runtime.onnx.converters import convert_cluster
 
         try:
             constants = dict(zip(self._constant_inputs, self._constant_values()))
-            model = convert_subgraph(
+            converted = convert_cluster(
                 self._graph_def, self._inputs, self._outputs, signature, cpu_only, constants
             )
-            data = model.SerializeToString()
-            del model, constants
-            session = self._session(data, providers)
+            # Weights used as they are: onnxruntime shares the variables' arrays, no copy.
+            shared = {
+                name: placeholder
+                for name, array in converted.large.items()
+                for placeholder, value in constants.items()
+                if array is value
+            }
+            del constants
+            if key is not None:  # (where the cache will keep them: serialized once)
+                self._cache.place_weights(key, converted.model, converted.large)
+            data, large = converted.model.SerializeToString(), converted.large
+            del converted
+            session = self._session(data, providers, {name: large[name] for name in shared}, large)
         except Exception as exc:  # noqa: BLE001 - any failure to convert or compile means native
             return self._fall_back(f"not converted: {type(exc).__name__}: {exc}", native, inputs)
         try:
@@ -299,14 +309,31 @@ class ClusterRunner:
             if problem is not None:
                 return self._fall_back(f"validation failed: {problem}", native, inputs)
             if key is not None:  # converted and validated: what the next start reads
-                self._cache.write_model(key, data, {"cluster": self.name})
+                meta = {"cluster": self.name, "shared": shared}
+                self._cache.write_model(key, data, large, meta)
         return session, ours
 
-    def _session(self, data: bytes | str, providers: list[str]) -> ort.InferenceSession:
-        """A session of the model in ``data`` (bytes, or the path of a file)."""
-        session = ort.InferenceSession(
-            data, options_lib.session_options(self._options, self._flops), providers=providers
-        )
+    def _session(
+        self,
+        model: bytes | str,
+        providers: list[str],
+        shared: dict[str, np.ndarray],
+        held_out: dict[str, np.ndarray] | None = None,
+    ) -> ort.InferenceSession:
+        """A session of the model in ``model`` (bytes, or the path of a file). ``held_out``: its
+        initializers that are in no file (``Converted.large``), which onnxruntime copies;
+        ``shared``: those it uses in place (prepacking aside), never copied, never read from a
+        file: arrays the session keeps alive."""
+        so = options_lib.session_options(self._options, self._flops)
+        values = {name: ort.OrtValue.ortvalue_from_numpy(array) for name, array in (held_out or {}).items()}
+        if values:
+            so.add_external_initializers(list(values), list(values.values()))
+        for name, array in shared.items():
+            if name not in values:
+                values[name] = ort.OrtValue.ortvalue_from_numpy(array)
+            so.add_initializer(name, values[name])
+        session = ort.InferenceSession(model, so, providers=providers)
+        session.shared_initializers = ([values[name] for name in shared], list(shared.values()))
         session.text_tables = text_table.tables_of_session(session)  # (what ``fast_run`` reads)
         self.providers = session.get_providers()
         return session
@@ -317,11 +344,12 @@ class ClusterRunner:
             ours[i] = text_table.take(table, ours[i], axis)
         return ours
 
-    def _from_cache(self, path: str, providers: list[str], inputs) -> tuple[object, list] | None:
+    def _from_cache(self, stored, providers: list[str], inputs) -> tuple[object, list] | None:
         """The cached model's session and first outputs, or None where it fails (then it is
-        converted again)."""
+        converted again). Its weights used as they are come from the Session's variables."""
         try:
-            session = self._session(path, providers)
+            shared = self._shared_weights(stored.meta.get("shared", {}))
+            session = self._session(str(stored.path), providers, shared)
             ours = self._first_run(session, inputs)
         except Exception as exc:  # noqa: BLE001 - a bad input fails here too: the general path answers
             logger.info("onnxruntime cluster %s: cached model not used: %s", self.name, exc)
@@ -329,6 +357,14 @@ class ClusterRunner:
         if guarded(session) and ours.pop() < 0:
             return session, self._run_native(inputs)
         return session, ours
+
+    def _shared_weights(self, shared: dict) -> dict[str, np.ndarray]:
+        """Initializer -> its value, for the ``shared`` a cache entry names (initializer ->
+        the placeholder of the weight it is)."""
+        op_of = dict(zip(self._constant_inputs, self._constant_names))
+        names = [op_of[placeholder] for placeholder in shared.values()]
+        values = self._constants.values(names) if names else []
+        return {name: np.ascontiguousarray(v) for name, v in zip(shared, values)}
 
     def _cache_key(self, signature: Signature, providers: list[str]) -> str:
         """What this cluster's converted model depends on beyond the model and the converter."""

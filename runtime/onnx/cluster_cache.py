@@ -7,10 +7,12 @@ Two kinds of entry, named by their keys:
   read weights by name, so it holds none: ``cluster_constants.py``; plus the function bodies
   delegation added) and its ``DelegationReport``, keyed by the model, the tag set, the signatures
   served, the delegation options and the converter version. A hit skips the graph rewrites;
-- a *cluster* (``<key>.onnx``, and its header ``<key>.onnx.json``): one cluster's ONNX model for
-  one input signature, written once it converted and its first run matched the numpy kernels,
-  keyed by the model, the cluster's subgraph, the signature and the converter version. A hit
-  skips converting and validating; onnxruntime reads the model from its path.
+- a *cluster* (``<key>.onnx``, its weights of 1 MiB or more in ``<key>.onnx.data`` as ONNX
+  external data, and its header ``<key>.onnx.json``): one cluster's ONNX model for one input
+  signature, written once it converted and its first run matched the numpy kernels, keyed by the
+  model, the cluster's subgraph, the signature and the converter version. A hit skips converting
+  and validating; onnxruntime reads the model from its path (the header's ``shared`` names the
+  weights it takes from the Session's variables instead: ``cluster.py``).
 
 The model is the loader's ``model_identity`` (its SavedModel fingerprint) and tag set. The
 converter version is the SHA-256 of the runtime's own sources and the onnx and onnxruntime
@@ -34,19 +36,18 @@ runs as it is. Thread-safe (no state but the directory).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import importlib.util
 import json
 import logging
-import mmap
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import onnxruntime
 from google.protobuf.message import DecodeError
 
@@ -59,6 +60,7 @@ logger = logging.getLogger(__name__)
 
 MAGIC = b"SMSCACHE1\n"
 MAX_HEADER_BYTES = 1 << 20
+DATA_ALIGNMENT = 1 << 16  # a weight's offset in a data file: onnxruntime can map it from there
 _LENGTH_BYTES = 8
 
 
@@ -146,49 +148,113 @@ class ClusterCache:
     def _path(self, kind: str, key: str) -> Path:
         return self.directory / f"{key}.{kind}"
 
-    # -- models: the ONNX file by itself, which onnxruntime reads from its path -----------------
+    # -- models: ONNX files onnxruntime reads from their paths ---------------------------------
 
-    def model_path(self, key: str) -> Path | None:
+    def stored_model(self, key: str) -> StoredModel | None:
         """The stored ONNX model of ``key``, where its header (``<key>.onnx.json``) checks out
-        against it (size, crc32c, read in slices: no copy of the model is held); else None. The
-        path, not bytes: onnxruntime reads the file itself, so a big model is not held twice."""
+        against its files (sizes, crc32c, read in slices: no copy of a weight is held); else
+        None. A path, not bytes: onnxruntime reads the files itself."""
         path = self._path("onnx", key)
         try:
             head = self._path("onnx.json", key)
             if head.stat().st_size > MAX_HEADER_BYTES:
                 raise ValueError("header too big")
             header = _check_header(json.loads(head.read_text()), "onnx", key)
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size != header["payload_bytes"]:
-                    raise ValueError(f"model of {size} bytes, {header['payload_bytes']} expected")
-                with (
-                    mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                    if size
-                    else contextlib.nullcontext(b"") as data
-                ):
-                    if crc32c(data) != header["payload_crc32c"]:
-                        raise ValueError("model checksum mismatch")
+            _check_file(path, header["payload_bytes"], header["payload_crc32c"])
+            if header.get("data_bytes", 0):
+                _check_file(self._path("onnx.data", key), header["data_bytes"], header["data_crc32c"])
+            meta = header.get("meta", {})
+            if not isinstance(meta, dict):
+                raise ValueError("meta is not an object")
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             logger.warning("cluster cache: ignoring %s (rebuilt): %s", path, exc)
             return None
-        return path
+        return StoredModel(path, meta)
 
-    def write_model(self, key: str, data: bytes, meta: dict | None = None) -> None:
-        """Stores a model, then its header (each atomically): a reader sees a model whose
-        header matches it, or a mismatch it ignores."""
-        header = _header("onnx", key, data, meta)
+    def place_weights(self, key: str, model, large: Mapping[str, np.ndarray]) -> None:
+        """Points the initializers ``large`` holds out of ``model`` (an ``onnx.ModelProto``; see
+        ``converter.Converted``) at their places in ``<key>.onnx.data``, which ``write_model``
+        writes: the model is then serialized once, for its session and for the cache alike."""
+        data_name = self._path("onnx.data", key).name
+        offsets = _offsets(large)
+        for tensor in model.graph.initializer:
+            if tensor.name in offsets:
+                del tensor.external_data[:]
+                place = (data_name, offsets[tensor.name], large[tensor.name].nbytes)
+                for field, value in zip(("location", "offset", "length"), place):
+                    entry = tensor.external_data.add()
+                    entry.key, entry.value = field, str(value)
+
+    def write_model(
+        self, key: str, data: bytes, large: Mapping[str, np.ndarray] | None = None, meta: dict | None = None
+    ) -> None:
+        """Stores a serialized model whose held-out initializers ``place_weights`` placed, and
+        those (``large``) in ``<key>.onnx.data``. Data, model, then header, each atomically: a
+        reader sees files its header matches, or a mismatch it ignores."""
+        large = large or {}
+        data_path = self._path("onnx.data", key)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            extra = {}
+            if large:
+                offsets = _offsets(large)
+                _replace(data_path, _aligned(large, offsets))
+                size = max(offsets[name] + array.nbytes for name, array in large.items())
+                extra = {"data_bytes": size, "data_crc32c": _file_crc(data_path)}
             _replace(self._path("onnx", key), [data])
-            _replace(self._path("onnx.json", key), [header])
+            _replace(self._path("onnx.json", key), [_header("onnx", key, data, meta, extra)])
         except OSError as exc:
             logger.warning("cluster cache: cannot write model %s: %s", key, exc)
 
 
-def _header(kind: str, key: str, payload: bytes, meta: dict | None) -> bytes:
+@dataclass(frozen=True)
+class StoredModel:
+    """A model entry that checked out: its file's path and the metadata stored with it."""
+
+    path: Path
+    meta: dict
+
+
+def _offsets(large: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """Each held-out array's offset in its data file: in order, each at a multiple of
+    DATA_ALIGNMENT."""
+    offsets, end = {}, 0
+    for name, array in large.items():
+        offsets[name] = -(-end // DATA_ALIGNMENT) * DATA_ALIGNMENT
+        end = offsets[name] + array.nbytes
+    return offsets
+
+
+def _aligned(large: Mapping[str, np.ndarray], offsets: Mapping[str, int]) -> Iterator[bytes | memoryview]:
+    """The data file's parts: each array's bytes at its offset, zeros between (no copies)."""
+    at = 0
+    for name, array in large.items():
+        yield bytes(offsets[name] - at)
+        yield np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+        at = offsets[name] + array.nbytes
+
+
+def _file_crc(path: Path) -> int:
+    """A file's crc32c, read in parts (a mapping would hold all of it resident while checked)."""
+    crc, buffer = 0, bytearray(1 << 20)
+    with open(path, "rb", buffering=0) as f:
+        while read := f.readinto(buffer):
+            crc = crc32c(memoryview(buffer)[:read], crc)
+    return crc
+
+
+def _check_file(path: Path, size: int, crc: int) -> None:
+    """Raises ValueError unless ``path`` is ``size`` bytes of crc32c ``crc``."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size != size:
+            raise ValueError(f"{path.name}: {os.fstat(f.fileno()).st_size} bytes, {size} expected")
+    if _file_crc(path) != crc:
+        raise ValueError(f"{path.name}: checksum mismatch")
+
+
+def _header(kind: str, key: str, payload: bytes, meta: dict | None, extra: dict | None = None) -> bytes:
     return json.dumps(
         {
             "kind": kind,
@@ -196,6 +262,7 @@ def _header(kind: str, key: str, payload: bytes, meta: dict | None) -> bytes:
             "converter": converter_version(),
             "payload_bytes": len(payload),
             "payload_crc32c": crc32c(payload),
+            **(extra or {}),
             "meta": meta or {},
         }
     ).encode()

@@ -13,7 +13,9 @@ output (``None`` for an output it does not produce)::
 A converter raises ``NotConvertible`` when this node, with these ranks and dtypes, has no exact
 ONNX equivalent; the cluster then stays native. ``convert_subgraph`` turns a cluster's
 self-contained GraphDef (``Placeholder`` inputs, ``Const`` nodes, the cluster's ops) into one
-ONNX model for one signature of input ranks and dtypes.
+ONNX model for one signature of input ranks and dtypes; ``convert_cluster`` does the same but
+holds large initializers out of the model, as arrays (``Converted``), so a weight is never
+serialized into the model or copied by it.
 
 Where TF's kernel would raise an error that ONNX would not (an index out of range, a failed
 ``Assert``), a converter adds a guard (``Builder.guard``): the model's last output then says
@@ -46,6 +48,9 @@ from runtime.onnx.interface import GUARD, Signature  # noqa: F401 - Signature: c
 
 OPSET = 21
 IR_VERSION = 10
+# Initializers this big are held out of the model (``Converted.large``): copying a weight into a
+# protobuf, serializing it and onnxruntime parsing it back held it three more times at a start.
+LARGE_BYTES = 1 << 20
 
 # TF dtypes a cluster may carry, by their ONNX element type.
 ONNX_TYPES: dict[int, int] = {
@@ -184,6 +189,7 @@ class Builder:
     # TF's static shape of a value (``_output_shapes``; None for an unknown dimension).
     tf_shapes: dict[str, tuple] = field(default_factory=dict)
     producers: dict[str, object] = field(default_factory=dict)  # value -> the node computing it
+    large: dict[str, np.ndarray] = field(default_factory=dict)  # initializers held out (root's)
     parent: Builder | None = None
     checks_bounds: bool = True  # onnxruntime's kernels reject indices past the end (its CPU ones do)
     _count: int = 0
@@ -214,7 +220,13 @@ class Builder:
     def const(self, array, hint: str = "const") -> str:
         array = np.asarray(array)
         name = self.fresh(hint)
-        self._root().initializers.append(numpy_helper.from_array(array, name))
+        root = self._root()
+        if array.nbytes >= LARGE_BYTES and array.dtype.kind in "biuf":
+            array = np.ascontiguousarray(array)  # (the array itself where it already is)
+            root.initializers.append(_held_out(name, array))
+            root.large[name] = array
+        else:
+            root.initializers.append(numpy_helper.from_array(array, name))
         elem = helper.np_dtype_to_tensor_dtype(array.dtype)
         self.values[name] = Value(elem, array.ndim, array)
         return name
@@ -379,6 +391,17 @@ def onnx_type(dtype: int) -> int:
         raise NotConvertible(f"dtype {dtypes.name(dtype)} has no ONNX type here") from None
 
 
+@dataclass(frozen=True)
+class Converted:
+    """A cluster's ONNX model and its initializers of ``LARGE_BYTES`` or more, held out of it:
+    in the model they are external data of no file yet (``_held_out``), here arrays, the
+    constants' own where a weight is used as it is (``large[name] is constants[placeholder]``),
+    so onnxruntime can share it (``cluster.py``) and the cluster cache write it beside the model."""
+
+    model: onnx.ModelProto
+    large: dict[str, np.ndarray]
+
+
 def convert_subgraph(
     graph_def: graph_pb2.GraphDef,
     input_names: Sequence[str],
@@ -387,6 +410,22 @@ def convert_subgraph(
     checks_bounds: bool = True,
     constants: Mapping[str, np.ndarray] | None = None,
 ) -> onnx.ModelProto:
+    """``convert_cluster``'s model with every initializer in it: a model complete by itself."""
+    converted = convert_cluster(graph_def, input_names, output_names, signature, checks_bounds, constants)
+    for tensor in converted.model.graph.initializer:
+        if tensor.name in converted.large:
+            tensor.CopyFrom(numpy_helper.from_array(converted.large[tensor.name], tensor.name))
+    return converted.model
+
+
+def convert_cluster(
+    graph_def: graph_pb2.GraphDef,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    signature: Signature,
+    checks_bounds: bool = True,
+    constants: Mapping[str, np.ndarray] | None = None,
+) -> Converted:
     """The ONNX model of a cluster's GraphDef for one input signature (NotConvertible if none).
 
     ``graph_def`` lists its nodes in a topological order; ``input_names`` are its Placeholder
@@ -425,7 +464,20 @@ def convert_subgraph(
             if onnx_name is not None:
                 by_tensor[f"{node.name}:{i}"] = onnx_name
         _record_shapes(b, node, results)
-    return _model(b, graph_inputs, [by_tensor[t] for t in output_names])
+    model = _model(b, graph_inputs, [by_tensor[t] for t in output_names])
+    kept = {t.name for t in model.graph.initializer}
+    return Converted(model, {name: array for name, array in b.large.items() if name in kept})
+
+
+def _held_out(name: str, array: np.ndarray) -> TensorProto:
+    """An initializer's type and shape without its data: external data, of a file named after
+    it until the cluster cache writes one (onnxruntime takes the data from memory until then)."""
+    tensor = TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(array.dtype))
+    tensor.dims.extend(array.shape)
+    tensor.data_location = TensorProto.EXTERNAL
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", name
+    return tensor
 
 
 def _record_shapes(b: Builder, node, results: list[str | None]) -> None:

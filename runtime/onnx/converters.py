@@ -16,6 +16,13 @@ from runtime.onnx import (  # noqa: F401 - registers
     nn_ops,
     rnn_ops,
 )
-from runtime.onnx.converter import CONVERTERS, OPSET, NotConvertible, convert_subgraph, converter
+from runtime.onnx.converter import (
+    CONVERTERS,
+    OPSET,
+    NotConvertible,
+    convert_cluster,
+    convert_subgraph,
+    converter,
+)
 
-__all__ = ["CONVERTERS", "OPSET", "NotConvertible", "convert_subgraph", "converter"]
+__all__ = ["CONVERTERS", "OPSET", "NotConvertible", "convert_cluster", "convert_subgraph", "converter"]

@@ -78,7 +78,8 @@ def test_table_corruption_is_data_loss():
             list(Table(bad, "bad.index").items())
 
 
-def test_bundle_round_trip_every_fixed_dtype(tmp_path):
+@pytest.mark.parametrize("owned", [False, True])  # mapped view, or read into its own array
+def test_bundle_round_trip_every_fixed_dtype(tmp_path, owned):
     import ml_dtypes
 
     tensors = {
@@ -92,11 +93,13 @@ def test_bundle_round_trip_every_fixed_dtype(tmp_path):
     write_bundle(prefix, tensors)
     reader = BundleReader(prefix)
     for name, value in tensors.items():
-        got = reader.get_tensor(name)
+        got = reader.get_tensor(name, owned=owned)
         assert got.dtype == value.dtype and got.tobytes() == value.tobytes()
+        assert got.flags.writeable == owned  # a view of the mapped shard is read-only
 
 
-def test_entry_claiming_huge_shape_fails_before_allocating(tmp_path):
+@pytest.mark.parametrize("owned", [False, True])  # mapped view, or read into its own array
+def test_entry_claiming_huge_shape_fails_before_allocating(tmp_path, owned):
     prefix = str(tmp_path / "ckpt")
     write_bundle(
         prefix,
@@ -105,14 +108,15 @@ def test_entry_claiming_huge_shape_fails_before_allocating(tmp_path):
     )
     reader = BundleReader(prefix)
     with pytest.raises(errors.DataLossError, match="huge"):
-        reader.get_tensor("huge")
+        reader.get_tensor("huge", owned=owned)
     with pytest.raises(errors.DataLossError, match="neg"):
-        reader.get_tensor("neg")
+        reader.get_tensor("neg", owned=owned)
     with pytest.raises(errors.DataLossError, match="beyond.*data-00000-of-00001|data-00000-of-00001.*beyond"):
-        reader.get_tensor("beyond")
+        reader.get_tensor("beyond", owned=owned)
 
 
-def test_checksum_mismatch_names_file_and_tensor(tmp_path):
+@pytest.mark.parametrize("owned", [False, True])  # mapped view, or read into its own array
+def test_checksum_mismatch_names_file_and_tensor(tmp_path, owned):
     prefix = str(tmp_path / "ckpt")
     write_bundle(prefix, {"w": np.arange(8, dtype=np.float32)})
     path = prefix + ".data-00000-of-00001"
@@ -122,20 +126,21 @@ def test_checksum_mismatch_names_file_and_tensor(tmp_path):
     with pytest.raises(
         errors.DataLossError, match=r"ckpt\.data-00000-of-00001: tensor 'w': Checksum does not match"
     ):
-        BundleReader(prefix).get_tensor("w")
+        BundleReader(prefix).get_tensor("w", owned=owned)
 
 
-def test_missing_and_truncated_shard(tmp_path):
+@pytest.mark.parametrize("owned", [False, True])  # mapped view, or read into its own array
+def test_missing_and_truncated_shard(tmp_path, owned):
     prefix = str(tmp_path / "ckpt")
     write_bundle(prefix, {"w": np.arange(8, dtype=np.float32)})
     path = prefix + ".data-00000-of-00001"
     with open(path, "r+b") as f:
         f.truncate(20)
     with pytest.raises(errors.DataLossError, match="'w'.*beyond the end"):
-        BundleReader(prefix).get_tensor("w")
+        BundleReader(prefix).get_tensor("w", owned=owned)
     os.remove(path)
     with pytest.raises(errors.DataLossError, match=r"data-00000-of-00001 for tensor 'w'"):
-        BundleReader(prefix).get_tensor("w")
+        BundleReader(prefix).get_tensor("w", owned=owned)
 
 
 def test_big_endian_bundle_is_refused(tmp_path):

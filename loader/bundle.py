@@ -36,7 +36,7 @@ from apis.tensorflow.core.protobuf import fingerprint_pb2, meta_graph_pb2
 from loader.assets import resolve_assets
 from loader.fingerprint import model_identity, read_fingerprint
 from loader.meta_graph import select_meta_graph
-from loader.restore import restored_keys
+from loader.restore import DirectRestore, restored_keys
 from loader.saved_model import read_saved_model, variables_prefix
 from runtime import errors
 from runtime.execution import signature_check
@@ -227,6 +227,13 @@ def restore_variables(sess, meta_graph_def: meta_graph_pb2.MetaGraphDef, export_
     if not meta_graph_def.HasField("saver_def") or not saver_def.restore_op_name:
         logger.info("The MetaGraphDef has no saver; no checkpoints were restored.")
         return
+    direct = DirectRestore.of(sess.graph, saver_def)
+    if direct is not None:
+        try:
+            direct.run(sess, prefix)
+            return
+        except Exception as exc:  # noqa: BLE001 - the restore op itself says what is wrong, in TF's words
+            logger.info("Restoring by the restore op after its direct run failed: %s", exc)
     feeds = {
         saver_def.filename_tensor_name: np.array(prefix.encode("utf-8", "surrogateescape"), dtype=object)
     }

@@ -9,11 +9,19 @@ version instead, and the server retry it when its files arrive.
 
 The restore op (``saver_def.restore_op_name``) depends on ``RestoreV2`` nodes (``Restore`` and
 ``RestoreSlice`` in old graphs) whose ``tensor_names`` input is a Const listing the keys.
+
+``DirectRestore``: the restore function ``tf.saved_model.save`` writes, run by its kernels without
+planning its graph (a start's largest single cost after imports).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
 from apis.tensorflow.core.protobuf import meta_graph_pb2
+from runtime import tensor_util
 
 _RESTORE_OPS = {"RestoreV2": 1, "Restore": 1, "RestoreSlice": 1}  # op -> index of its key input
 UNKNOWN_KEY = "<computed key>"  # a key input that is not a Const: some key, name unknown
@@ -49,3 +57,96 @@ def _const_strings(node) -> list[str]:
     if node is None or node.op != "Const" or "value" not in node.attr:
         return [UNKNOWN_KEY]
     return [v.decode("utf-8", "replace") for v in node.attr["value"].tensor.string_val]
+
+
+# -- the restore function, run without planning it --------------------------------------------
+
+_CALLS = ("StatefulPartitionedCall", "PartitionedCall")
+_RESTORE_BODY_OPS = frozenset({"Const", "RestoreV2", "Identity", "AssignVariableOp", "NoOp"})
+
+
+@dataclass(frozen=True)
+class DirectRestore:
+    """What ``tf.saved_model.save``'s restore function does, done without planning it.
+
+    That function is one ``RestoreV2`` of every variable, then per variable an ``Identity`` and an
+    ``AssignVariableOp`` of a handle argument: ~800 nodes whose instantiation and plan cost a
+    start ~100 ms for a few hundred reads and assigns. ``of`` recognizes exactly that body (any
+    other op, a slice, an attr placeholder: None) and ``run`` calls the same kernels, so values and
+    checks are the graph's own; a failure falls back to running the restore op, which gives TF's
+    error (``loader.bundle.restore_variables``). Tested against that run on the whole corpus.
+    """
+
+    call: object  # the restore op (a runtime Operation)
+    names: np.ndarray  # RestoreV2's tensor_names and shape_and_slices, dtypes
+    slices: np.ndarray
+    dtypes: list
+    assigns: tuple  # (the call's input of the handle, RestoreV2's output index, the assign's dtype)
+
+    @classmethod
+    def of(cls, graph, saver_def) -> DirectRestore | None:
+        """The restore op's work where its body has that shape, else None."""
+        try:
+            call = graph.get_operation_by_name(_node_name(saver_def.restore_op_name))
+        except (KeyError, ValueError):
+            return None
+        fdef = graph.functions.get(call.attrs["f"].name) if call.type in _CALLS else None
+        if fdef is None or not fdef.signature.input_arg or len(call.inputs) != len(fdef.signature.input_arg):
+            return None
+        if call.inputs[0].name != saver_def.filename_tensor_name:
+            return None
+        args = {arg.name: i for i, arg in enumerate(fdef.signature.input_arg)}
+        nodes = {node.name: node for node in fdef.node_def}
+        restores = [node for node in fdef.node_def if node.op == "RestoreV2"]
+        if len(restores) != 1 or any(
+            node.op not in _RESTORE_BODY_OPS or any(v.placeholder for v in node.attr.values())
+            for node in fdef.node_def
+        ):
+            return None
+        restore = restores[0]
+        if len(restore.input) != 3 or args.get(restore.input[0]) != 0:
+            return None
+        names, slices = (_body_const(nodes, text) for text in restore.input[1:])
+        if names is None or slices is None or any(s for s in slices.reshape(-1)):
+            return None
+        read = f"{restore.name}:tensors:"
+        reads = {  # Identity -> the RestoreV2 output it passes on
+            node.name: int(node.input[0][len(read) :])
+            for node in fdef.node_def
+            if node.op == "Identity" and node.input and node.input[0].startswith(read)
+        }
+        assigns = []
+        for node in fdef.node_def:
+            if node.op != "AssignVariableOp":
+                continue
+            data = [text for text in node.input if not text.startswith("^")]
+            if len(data) != 2:
+                return None
+            handle, value = data
+            source = value[: -len(":output:0")] if value.endswith(":output:0") else None
+            if args.get(handle, 0) == 0 or source not in reads:
+                return None
+            assigns.append((args[handle], reads[source], node.attr["dtype"].type))
+        return cls(call, names, slices, list(restore.attr["dtypes"].list.type), tuple(assigns))
+
+    def run(self, sess, prefix: str) -> None:
+        """Reads every tensor, then assigns the variables, with the kernels of those ops."""
+        from runtime.execution.plan import OpContext
+        from runtime.kernels.registry import lookup
+
+        needed = sorted({j for j, _, _ in self.assigns})
+        fetched = sess.run([self.call.inputs[j] for j in needed]) if needed else []
+        handles = dict(zip(needed, fetched))
+        file_prefix = np.array(prefix.encode("utf-8", "surrogateescape"), dtype=object)
+        values = lookup("RestoreV2").fn(file_prefix, self.names, self.slices, dtypes=self.dtypes)
+        assign, ctx = lookup("AssignVariableOp").fn, OpContext(self.call, sess.resources, None)
+        for j, k, dtype in self.assigns:
+            assign(handles[j], values[k], dtype=dtype, ctx=ctx)
+
+
+def _body_const(nodes: dict, text: str) -> np.ndarray | None:
+    """The value of a function body's Const read as ``name:output:0``, or None."""
+    node = nodes.get(text[: -len(":output:0")]) if text.endswith(":output:0") else None
+    if node is None or node.op != "Const" or "value" not in node.attr:
+        return None
+    return tensor_util.make_ndarray(node.attr["value"].tensor)

@@ -46,6 +46,9 @@ def test_dilated_depthwise_equals_grouped_conv(padding, multiplier):
         ((1, 8, 8, 3), (5, 5), (3, 3), (1, 1), "SAME"),
         ((2, 5, 6, 2), (2, 3), (1, 1), (1, 1), ((2, 0), (1, 3))),
         ((2, 9, 8, 3), (3, 3), (2, 1), (1, 2), "SAME"),
+        ((2, 9, 11, 3), (5, 5), (2, 2), (1, 1), "VALID"),
+        ((2, 7, 10, 4), (3, 1), (1, 3), (1, 1), "SAME"),
+        ((3, 12, 12, 16), (3, 3), (2, 2), (1, 1), "SAME"),
     ],
 )
 @pytest.mark.parametrize("multiplier", [1, 3])
@@ -69,6 +72,9 @@ def test_depthwise_matrix_form_equals_window_form(
     if strides[1] == 1:  # the windows' einsum a row at a time
         rows = conv_ops._depthwise_rows(padded, w, strides, dilations, outs)
         np.testing.assert_allclose(rows, windows, rtol=1e-5, atol=1e-5)
+    elif dilations[1] == 1:  # ... of each phase of a strided one
+        phases = conv_ops._depthwise_phases(padded, w, strides, dilations, outs)
+        np.testing.assert_allclose(phases, windows, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ Loading follows TensorFlow's ``loader.load`` / C++ ``LoadSavedModel`` step by st
    ``saver_def.filename_tensor_name``, so ``RestoreV2`` and the assign ops run in the runtime
    (skipped when the export has no ``variables/variables.index`` and its restore op reads no
    key, as in TensorFlow; unlike TensorFlow, a graph that reads keys then fails to load:
-   ``loader/restore.py``);
+   ``loader/restore.py``). The restore function ``tf.saved_model.save`` writes runs by its
+   kernels without planning it (``DirectRestore``), with the same values;
 5. run the init op -- the ``__saved_model_init_op`` signature, else the ``saved_model_main_op``
    collection, else ``legacy_init_op`` -- with each asset's path fed to its tensor.
 

@@ -281,12 +281,13 @@ class ClusterRunner:
             converted = convert_cluster(
                 self._graph_def, self._inputs, self._outputs, signature, cpu_only, constants
             )
-            # Weights used as they are: onnxruntime shares the variables' arrays, no copy.
+            # Weights used as they are: onnxruntime shares the variables' arrays, no copy (on
+            # the CPU; a GPU session copies every weight to the device anyway).
             shared = {
                 name: placeholder
                 for name, array in converted.large.items()
                 for placeholder, value in constants.items()
-                if array is value
+                if array is value and cpu_only
             }
             del constants
             if key is not None:  # (where the cache will keep them: serialized once)

@@ -458,20 +458,32 @@ def _pool_plan(sizes, k_s, s_s, pads, outs):
 
 def _pool_separable(x, passes, combine, fill):
     """A window reduction as one pass per spatial dim (max and sum are separable): a pass folds
-    each kernel tap's shifted slice into the result, kH + kW vectorised steps for a 2-D window.
-    A tap that reaches every output starts the pass, so the fill costs no pass of its own."""
+    each kernel tap's shifted slice into the result. A tap reaching every output starts the pass
+    together with the next tap, in one step: kH + kW - 2 vectorised steps for a 2-D window. The
+    fill (max's lowest, sum's zero) is folded in once, at the end, on the smallest array."""
+    owned = False
     for axis, (out_size, first, steps) in enumerate(passes, start=1):
-        if first is not None:
-            result = combine(x[first], fill)
-        else:
+        if first is None:
             shape = list(x.shape)
             shape[axis] = out_size
             result = np.full(shape, fill, x.dtype)
+        elif not steps:  # one tap along this axis: a view
+            x = x[first]
+            continue
+        else:
+            (out_index, in_index), steps = steps[0], steps[1:]
+            base = x[first]
+            result = np.empty_like(base)
+            combine(base[out_index], x[in_index], out=result[out_index])
+            lead, taken = out_index[:axis], out_index[axis]
+            for rest in (slice(0, taken.start), slice(taken.stop, out_size)):  # outputs it misses
+                if rest.start < rest.stop:
+                    result[lead + (rest,)] = base[lead + (rest,)]
         for out_index, in_index in steps:
             target = result[out_index]
             combine(target, x[in_index], out=target)
-        x = result
-    return x
+        x, owned = result, True
+    return combine(x, fill, out=x) if owned else combine(x, fill)
 
 
 @kernel("MaxPool")

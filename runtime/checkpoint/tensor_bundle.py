@@ -172,26 +172,15 @@ class BundleReader:
         return np.array(value, copy=True) if owned else value
 
     def _read_owned(self, name: str, entry, dims: list[int]) -> np.ndarray:
-        """``_read``'s value, read into an array of its own (same checks, same errors)."""
+        """``_read``'s value, read into an array of its own (the same checks, in the same order)."""
         self._check_dtype(name, entry.dtype)
-        itemsize = dtypes.itemsize(entry.dtype)
         count = int(np.prod(dims, dtype=object)) if dims else 1
-        if count * itemsize != entry.size:
-            raise self._loss(
-                name, f"{entry.size} bytes stored for shape {dims} of {dtypes.name(entry.dtype)}"
-            )
         path = self._shard_path(entry.shard_id, name)
-        array = np.empty(count, dtype=dtypes.as_numpy_dtype(entry.dtype))
         try:
             with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                end = entry.offset + entry.size
-                if end > size:
-                    raise self._loss(
-                        name,
-                        f"bytes [{entry.offset}, {end}) lie beyond the end of the shard ({size} bytes)",
-                        path,
-                    )
+                self._check_extent(name, entry, os.fstat(f.fileno()).st_size, path)
+                self._check_size(name, entry, dims, count, dtypes.itemsize(entry.dtype), path)
+                array = np.empty(count, dtype=dtypes.as_numpy_dtype(entry.dtype))
                 read, buffer = 0, array.view(np.uint8)  # (bfloat16 has no buffer format)
                 while read < entry.size:  # (one read returns at most ~2 GiB)
                     got = os.preadv(f.fileno(), [buffer[read:]], entry.offset + read)
@@ -204,14 +193,7 @@ class BundleReader:
             ) from None
         if read != entry.size:
             raise self._loss(name, f"read {read} of its {entry.size} bytes", path)
-        actual = crc32c(buffer)
-        if actual != unmask_crc(entry.crc32c):
-            raise self._loss(
-                name,
-                f"Checksum does not match: stored {unmask_crc(entry.crc32c)} vs. calculated on the restored bytes "
-                f"{actual}",
-                path,
-            )
+        self._check_crc(name, entry, buffer, path)
         return array.reshape(dims)
 
     def get_slice(self, name: str, full_shape: list[int], spec: list[tuple[int, int]]) -> np.ndarray:
@@ -286,22 +268,32 @@ class BundleReader:
         self._check_dtype(name, dtype)
         count = int(np.prod(dims, dtype=object)) if dims else 1
         data, path = self._shard(entry.shard_id, name)
-        end = entry.offset + entry.size
-        if end > len(data):
-            raise self._loss(
-                name,
-                f"bytes [{entry.offset}, {end}) lie beyond the end of the shard ({len(data)} bytes)",
-                path,
-            )
-        raw = data[entry.offset : end]
+        self._check_extent(name, entry, len(data), path)
+        raw = data[entry.offset : entry.offset + entry.size]
         itemsize = dtypes.itemsize(dtype)
         if itemsize is None:
             return self._read_strings(name, entry, raw, count, dims, path)
+        self._check_size(name, entry, dims, count, itemsize, path)
+        self._check_crc(name, entry, raw, path)
+        return np.frombuffer(raw, dtype=dtypes.as_numpy_dtype(dtype), count=count).reshape(dims)
+
+    def _check_extent(self, name: str, entry, shard_bytes: int, path: str) -> None:
+        end = entry.offset + entry.size
+        if end > shard_bytes:
+            raise self._loss(
+                name,
+                f"bytes [{entry.offset}, {end}) lie beyond the end of the shard ({shard_bytes} bytes)",
+                path,
+            )
+
+    def _check_size(self, name: str, entry, dims: list[int], count: int, itemsize: int, path: str) -> None:
         if count * itemsize != entry.size:
             raise self._loss(
-                name, f"{entry.size} bytes stored for shape {dims} of {dtypes.name(dtype)}", path
+                name, f"{entry.size} bytes stored for shape {dims} of {dtypes.name(entry.dtype)}", path
             )
-        actual = crc32c(raw)
+
+    def _check_crc(self, name: str, entry, data, path: str) -> None:
+        actual = crc32c(data)
         if actual != unmask_crc(entry.crc32c):
             raise self._loss(
                 name,
@@ -309,7 +301,6 @@ class BundleReader:
                 f"{actual}",
                 path,
             )
-        return np.frombuffer(raw, dtype=dtypes.as_numpy_dtype(dtype), count=count).reshape(dims)
 
     def _read_strings(self, name, entry, raw: memoryview, count: int, dims, path) -> np.ndarray:
         # Every element costs at least one length byte, so count > size is corrupt before allocating.

@@ -199,10 +199,12 @@ class ClusterCache:
             self.directory.mkdir(parents=True, exist_ok=True)
             extra = {}
             if large:
-                offsets = _offsets(large)
-                _replace(data_path, _aligned(large, offsets))
-                size = max(offsets[name] + array.nbytes for name, array in large.items())
-                extra = {"data_bytes": size, "data_crc32c": _file_crc(data_path)}
+                parts = list(_aligned(large, _offsets(large)))  # (views: no copies)
+                _replace(data_path, parts)
+                crc = 0
+                for part in parts:
+                    crc = crc32c(part, crc)
+                extra = {"data_bytes": sum(len(part) for part in parts), "data_crc32c": crc}
             _replace(self._path("onnx", key), [data])
             _replace(self._path("onnx.json", key), [_header("onnx", key, data, meta, extra)])
         except OSError as exc:
@@ -247,9 +249,9 @@ def _file_crc(path: Path) -> int:
 
 def _check_file(path: Path, size: int, crc: int) -> None:
     """Raises ValueError unless ``path`` is ``size`` bytes of crc32c ``crc``."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size != size:
-            raise ValueError(f"{path.name}: {os.fstat(f.fileno()).st_size} bytes, {size} expected")
+    actual = path.stat().st_size
+    if actual != size:
+        raise ValueError(f"{path.name}: {actual} bytes, {size} expected")
     if _file_crc(path) != crc:
         raise ValueError(f"{path.name}: checksum mismatch")
 

@@ -111,6 +111,7 @@ class Operation:
         self._links: tuple[list[Tensor], list[Operation]] | None = None
         self._outputs: dict[int, Tensor] = {}
         self._num_outputs: tuple[int, bool] | None = None
+        self._dtypes: list[int | None] | None = None
 
     # -- attrs ---------------------------------------------------------------------------
     @property
@@ -191,11 +192,14 @@ class Operation:
         return tensor
 
     def _output_dtype(self, index: int) -> int | None:
-        signature = self.signature
-        attrs = self.attrs
-        if signature is not None:
-            types = [t for arg in signature.outputs for t in arg.dtypes(attrs)]
+        types = self._dtypes
+        if types is None:
+            signature = self.signature
+            if signature is not None:  # (kept: a signature, once found, stays as it is)
+                types = self._dtypes = [t for arg in signature.outputs for t in arg.dtypes(self.attrs)]
+        if types is not None:
             return types[index] if index < len(types) else None
+        attrs = self.attrs
         for key in ("dtype", "T", "out_type"):
             if isinstance(attrs.get(key), int):
                 return attrs[key]

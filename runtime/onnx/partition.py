@@ -385,7 +385,8 @@ def fuse(
     fetched: Collection[str] = (),
     by_name: bool = False,
 ) -> graph_pb2.GraphDef:
-    """A new GraphDef with each cluster replaced by one ``_OrtCluster`` node (module docstring).
+    """A new GraphDef with each cluster replaced by one ``_OrtCluster`` node (module docstring),
+    without the function library: ``graph.functions`` holds it.
 
     ``region``: the ops that will run (the served signatures'); a reader outside it does not make
     a cluster output (it would run the member's kept original node natively, if ever run).
@@ -412,7 +413,7 @@ def fuse(
     for name, value in frozen.items():  # native readers too: a plan constant, not a step per run
         if name not in replaced and np.asarray(value).nbytes <= NATIVE_FROZEN_BYTES:
             replaced[name] = _constant(graph.get_operation_by_name(name), value)
-    result = graph.as_graph_def()
+    result = graph.as_graph_def(with_library=False)  # (the caller has the library: the graph's)
     nodes = [replaced.get(node.name, node) for node in result.node]
     del result.node[:]
     result.node.extend(nodes + added)

@@ -33,7 +33,6 @@ result: the rewrites ask the converters what converts, and the converters import
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Collection, Iterable
 
 import numpy as np
@@ -180,9 +179,9 @@ def fill_default_type_attrs(graph_def: graph_pb2.GraphDef) -> None:
             name = arg.type_attr
             if name is None or name in node.attr:
                 continue
-            parameter = inspect.signature(definition.fn).parameters.get(name)
-            if parameter is not None and isinstance(parameter.default, int):
-                node.attr[name].type = parameter.default
+            default = definition.attr_defaults.get(name)
+            if isinstance(default, int):
+                node.attr[name].type = default
 
 
 def drop_inert_control_edges(graph_def: graph_pb2.GraphDef, frozen: dict) -> None:

@@ -182,3 +182,31 @@ def test_attr_decoding():
     tensor = attr_value_pb2.AttrValue()
     tensor.tensor.CopyFrom(make_tensor_proto(np.arange(3, dtype=np.int64)))
     assert (decode(tensor) == np.arange(3)).all()
+
+
+def test_output_dtypes_of_a_call_follow_the_library_once_it_has_the_function():
+    """An op's output dtypes are kept once its signature gives them; before the library holds
+    the function a call names, none are kept, so the function's arrival is seen."""
+    from google.protobuf import text_format
+
+    g = Graph()
+    g.import_graph_def(
+        text_format.Parse(
+            'node { name: "x" op: "Placeholder" attr { key: "dtype" value { type: DT_FLOAT } } }'
+            'node { name: "call" op: "to_int" input: "x" attr { key: "_output_shapes" value { list { shape {} } } } }',
+            graph_pb2.GraphDef(),
+        )
+    )
+    call = g.get_operation_by_name("call")
+    assert call.outputs[0].dtype is None  # no signature yet, and no dtype attr
+    library = text_format.Parse(
+        'library { function { signature { name: "to_int" input_arg { name: "a" type: DT_FLOAT }'
+        ' output_arg { name: "y" type: DT_INT32 } }'
+        ' node_def { name: "c" op: "Cast" input: "a" attr { key: "SrcT" value { type: DT_FLOAT } }'
+        ' attr { key: "DstT" value { type: DT_INT32 } } } ret { key: "y" value: "c:y:0" } } }',
+        graph_pb2.GraphDef(),
+    )
+    g.import_graph_def(library)
+    assert call.outputs[0].dtype == dtypes.DT_INT32
+    assert g.get_operation_by_name("x").outputs[0].dtype == dtypes.DT_FLOAT
+    assert g.get_operation_by_name("x").outputs[0].dtype == dtypes.DT_FLOAT  # (kept)

@@ -242,7 +242,9 @@ class Graph:
         graph.import_graph_def(graph_def)
         return graph
 
-    def import_graph_def(self, graph_def: graph_pb2.GraphDef, name: str = "") -> list[Operation]:
+    def import_graph_def(
+        self, graph_def: graph_pb2.GraphDef, name: str = "", *, derived: bool = False
+    ) -> list[Operation]:
         """Adds every node (names prefixed by ``name/`` when given) and the function library.
 
         Inputs may name nodes of this GraphDef or nodes already in the graph. Returns the
@@ -250,6 +252,10 @@ class Graph:
         naming no node or no output, a NodeDef its op refuses, a cycle) raises
         ``InvalidGraphError`` with TF's text: an InvalidArgumentError and a ValueError, as TF's
         C++ and Python imports raise.
+
+        ``derived``: the GraphDef is one this runtime rewrote from graphs it imported, whose
+        nodes were checked then (delegation's passes): only unique names and inputs that name
+        a node are checked again, which is most of an import's cost saved on every pass.
         """
         with self._lock:
             self._check_not_finalized()
@@ -262,10 +268,13 @@ class Graph:
                     copy.name = prefix + node.name
                     copy.input[:] = [_prefixed(prefix, text) for text in node.input]
                 copies.append(copy)
-            graph_check.check_node_index(copies, self._ops)
+            if not derived:
+                graph_check.check_node_index(copies, self._ops)
             added = [Operation(self, copy) for copy in copies]
             new_ops = {op.name: op for op in added}
-            self._check_inputs(added, new_ops)
+            if derived and (len(new_ops) < len(added) or not new_ops.keys().isdisjoint(self._ops)):
+                raise InvalidGraphError("A derived GraphDef repeats a node name")
+            self._check_inputs(added, new_ops, derived)
             for fdef in graph_def.library.function:
                 self._functions.setdefault(fdef.signature.name, fdef)
             for grad in graph_def.library.gradient:
@@ -276,9 +285,10 @@ class Graph:
             self._version += 1
             return added
 
-    def _check_inputs(self, added: list[Operation], new_ops: dict[str, Operation]) -> None:
-        """TF's import checks past the names: inputs naming no node, then node by node in TF's
-        order, the outputs its inputs name and its NodeDef against its op, then cycles."""
+    def _check_inputs(self, added: list[Operation], new_ops: dict[str, Operation], derived: bool) -> None:
+        """TF's import checks past the names: inputs naming no node, then (unless ``derived``)
+        node by node in TF's order, the outputs its inputs name and its NodeDef against its op,
+        then cycles."""
         refs = self._max_output_ref
         parsed = [[parse_input(text) for text in op.node_def.input] for op in added]
         for op, inputs in zip(added, parsed):
@@ -287,6 +297,8 @@ class Graph:
                     raise InvalidGraphError(f"Node '{op.name}': Unknown input node '{text}'")
                 if index > refs.get(source, -1):
                     refs[source] = index
+        if derived:
+            return
         order = graph_check.topological_order([op.node_def for op in added], parsed)
         counts: dict[str, tuple[int, bool]] = {}
         for position in order:

@@ -164,7 +164,9 @@ class Builder:
     """
 
     nodes: list = field(default_factory=list)
-    initializers: list = field(default_factory=list)
+    # Constants by name (root's); each becomes an initializer only if the model reads it, when
+    # it is built: converters fold arithmetic into constants that later steps use up.
+    initializers: dict[str, np.ndarray] = field(default_factory=dict)
     graph_inputs: list = field(default_factory=list)
     values: dict[str, Value] = field(default_factory=dict)
     library: Mapping = field(default_factory=dict)  # FunctionDefs by name (While bodies)
@@ -223,10 +225,8 @@ class Builder:
         root = self._root()
         if array.nbytes >= LARGE_BYTES and array.dtype.kind in "biuf":
             array = np.ascontiguousarray(array)  # (the array itself where it already is)
-            root.initializers.append(_held_out(name, array))
             root.large[name] = array
-        else:
-            root.initializers.append(numpy_helper.from_array(array, name))
+        root.initializers[name] = array
         elem = helper.np_dtype_to_tensor_dtype(array.dtype)
         self.values[name] = Value(elem, array.ndim, array)
         return name
@@ -313,11 +313,11 @@ class Builder:
         """``name``'s rank by ONNX shape inference over the graph so far (where tracking lost it)."""
         if self.parent is not None:
             return None  # a subgraph alone is no model to infer
-        small = [t for t in self.initializers if np.prod(t.dims) <= 4096]
+        small = [numpy_helper.from_array(a, n) for n, a in self.initializers.items() if a.size <= 4096]
         big = [
-            helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-            for t in self.initializers
-            if np.prod(t.dims) > 4096
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
+            for n, a in self.initializers.items()
+            if a.size > 4096
         ]
         probe = helper.make_tensor_value_info(name, self.values[name].elem_type, None)
         graph = helper.make_graph(self.nodes, "probe", self.graph_inputs + big, [probe], small)
@@ -549,7 +549,11 @@ def _model(b: Builder, graph_inputs: list, results: list[str]) -> onnx.ModelProt
     del b.nodes[:]
     b.nodes.extend(live)
     read = {o.name for o in outputs}.union(*(n.input for n in live), *(_subgraph_reads(n) for n in live))
-    initializers = [t for t in b.initializers if t.name in read]  # (converters make some in vain)
+    initializers = [
+        _held_out(name, array) if name in b.large else numpy_helper.from_array(array, name)
+        for name, array in b.initializers.items()
+        if name in read
+    ]
     graph = helper.make_graph(b.nodes, "cluster", graph_inputs, outputs, initializers)
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="savedmodel-server"

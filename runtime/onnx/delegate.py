@@ -61,7 +61,7 @@ def delegate(
         constants = ClusterConstants(session, rewrite.named_constants(fused_def, frozen))
         if cache is not None:
             store_plan(cache, plan_key, fused_def, library, session.graph.functions, report)
-    _install(session, fused_def, library, report, constants, options, key, cache)
+    _install(session, fused_def, library, report, constants, options, key, cache, derived=planned is None)
     logger.info("%s", report.summary())
     return report
 
@@ -75,11 +75,12 @@ def _plan_parts(options: DelegationOptions, signatures) -> list:
     ]
 
 
-def _install(session, fused_def, library, report, constants, options, key: str, cache) -> None:
-    """Step 5: the Session runs the fused graph, a runner per cluster."""
+def _install(session, fused_def, library, report, constants, options, key: str, cache, derived: bool) -> None:
+    """Step 5: the Session runs the fused graph, a runner per cluster. ``derived``: rewritten in
+    this process (a graph from the cache is checked as any graph read from disk)."""
     original = session.graph
     fused = Graph(functions=library)
-    fused.import_graph_def(fused_def)
+    fused.import_graph_def(fused_def, derived=derived)
     _copy_collections(original, fused)
     if original.finalized:
         fused.finalize()

@@ -81,7 +81,7 @@ def rewrite(session, options: DelegationOptions, signatures, key: str):
     graph_def, library = raise_frames(graph_def, library)
     if options.freeze_variables and any(node.op in WHILE_OPS for node in graph_def.node):
         graph = Graph(functions=library)
-        graph.import_graph_def(graph_def)
+        graph.import_graph_def(graph_def, derived=True)
         region = list(served_region(graph, signatures))
         values = loop_variable_values(region, library, session.resources)
         graph_def, library = freeze_loop_variables(graph_def, library, values)
@@ -94,7 +94,7 @@ def rewrite(session, options: DelegationOptions, signatures, key: str):
     )
     fill_default_type_attrs(inlined_def)
     inlined = Graph(functions=library)
-    inlined.import_graph_def(inlined_def)
+    inlined.import_graph_def(inlined_def, derived=True)
     inlined, needed = _rewritten(inlined, signatures, options, session.resources)
     region = list(needed)
     frozen, note = {}, "variables read natively (delegation options)"
@@ -158,7 +158,7 @@ def _rewritten(inlined: Graph, signatures, options: DelegationOptions, resources
         graph_def = rewrite(inlined, needed)
         if graph_def is not None:
             inlined = Graph(functions=library)
-            inlined.import_graph_def(graph_def)
+            inlined.import_graph_def(graph_def, derived=True)
             needed = served_region(inlined, signatures)
     return inlined, needed
 

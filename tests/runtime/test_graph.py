@@ -210,3 +210,46 @@ def test_output_dtypes_of_a_call_follow_the_library_once_it_has_the_function():
     assert call.outputs[0].dtype == dtypes.DT_INT32
     assert g.get_operation_by_name("x").outputs[0].dtype == dtypes.DT_FLOAT
     assert g.get_operation_by_name("x").outputs[0].dtype == dtypes.DT_FLOAT  # (kept)
+
+
+def _two_node_graph_def() -> graph_pb2.GraphDef:
+    graph_def = graph_pb2.GraphDef()
+    const = graph_def.node.add(name="a", op="Const")
+    const.attr["value"].tensor.CopyFrom(make_tensor_proto(np.float32(1)))
+    const.attr["dtype"].type = types_pb2.DT_FLOAT
+    graph_def.node.add(name="b", op="Identity", input=["a:0", "^a"]).attr["T"].type = types_pb2.DT_FLOAT
+    return graph_def
+
+
+def test_a_derived_import_builds_the_same_graph_as_a_checked_one():
+    checked, derived = Graph(), Graph()
+    checked.import_graph_def(_two_node_graph_def())
+    derived.import_graph_def(_two_node_graph_def(), derived=True)
+    for a, b in zip(checked.get_operations(), derived.get_operations(), strict=True):
+        assert (a.name, a.type, a.node_def) == (b.name, b.type, b.node_def)
+        assert [t.name for t in a.inputs] == [t.name for t in b.inputs]
+        assert [op.name for op in a.control_inputs] == [op.name for op in b.control_inputs]
+        assert [(t.name, t.dtype, t.shape) for t in a.outputs] == [
+            (t.name, t.dtype, t.shape) for t in b.outputs
+        ]
+
+
+def test_a_derived_import_still_refuses_repeated_names_and_unknown_inputs_and_skips_node_checks():
+    graph = Graph()
+    graph.import_graph_def(_two_node_graph_def(), derived=True)
+    with pytest.raises(ValueError, match="repeats a node name"):
+        graph.import_graph_def(_two_node_graph_def(), derived=True)
+    repeated = _two_node_graph_def()
+    repeated.node.add(name="b2", op="NoOp")
+    repeated.node.add(name="b2", op="NoOp")
+    with pytest.raises(ValueError, match="repeats a node name"):
+        Graph().import_graph_def(repeated, derived=True)
+    broken = graph_pb2.GraphDef()
+    broken.node.add(name="c", op="Identity", input=["missing"])
+    with pytest.raises(ValueError, match="^Node 'c': Unknown input node 'missing'$"):
+        Graph().import_graph_def(broken, derived=True)
+    no_attr = graph_pb2.GraphDef()
+    no_attr.node.add(name="x", op="Placeholder")  # no dtype: TF's NodeDef check refuses it
+    with pytest.raises(ValueError, match="missing attr 'dtype'"):
+        Graph().import_graph_def(no_attr)
+    assert Graph().import_graph_def(no_attr, derived=True)[0].name == "x"  # (checked when first imported)

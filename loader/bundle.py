@@ -99,15 +99,21 @@ def _delegate(session, delegation, served, cluster_cache, identity: str) -> None
 
 def load(sess, tags: Iterable[str], export_dir: str) -> meta_graph_pb2.MetaGraphDef:
     """Load into ``sess`` (whose graph must be empty) as ``tf.compat.v1.saved_model.loader.load``."""
+    return _load(sess, tags, export_dir)[0]
+
+
+def _load(sess, tags, export_dir) -> tuple[meta_graph_pb2.MetaGraphDef, signature_check.GraphIndex]:
+    """``load``, and the graph's index for the signature checks after it (walked once)."""
     export_dir = os.fspath(export_dir)
     tags = [tags] if isinstance(tags, str) else list(tags)
     saved_model = read_saved_model(export_dir)
     meta_graph_def = select_meta_graph(saved_model, tags, export_dir)
     _import(sess.graph, meta_graph_def, export_dir, tags)
-    check_load_ops(meta_graph_def, export_dir)
+    index = signature_check.GraphIndex(meta_graph_def.graph_def)
+    check_load_ops(meta_graph_def, export_dir, index)
     restore_variables(sess, meta_graph_def, export_dir)
     run_init_op(sess, meta_graph_def, export_dir)
-    return meta_graph_def
+    return meta_graph_def, index
 
 
 def load_saved_model(
@@ -143,8 +149,8 @@ def _load_saved_model(export_dir, tags, session_config, delegation, cluster_cach
     # The C++ Session's feed semantics (no static shape check on feeds), as TF Serving has them.
     session = Session(graph=Graph(), config=session_config, check_feed_shapes=False)
     try:
-        meta_graph_def = load(session, tags, export_dir)
-        unavailable = signature_check.unavailable_signatures(meta_graph_def)
+        meta_graph_def, index = _load(session, tags, export_dir)
+        unavailable = signature_check.unavailable_signatures(meta_graph_def, index)
         signature_check.check_some_signature_runs(meta_graph_def, unavailable, export_dir)
         fingerprint = read_fingerprint(export_dir)
         if delegation:
@@ -184,7 +190,11 @@ def signature_tensors(
     ]
 
 
-def check_load_ops(meta_graph_def: meta_graph_pb2.MetaGraphDef, export_dir: str) -> None:
+def check_load_ops(
+    meta_graph_def: meta_graph_pb2.MetaGraphDef,
+    export_dir: str,
+    index: signature_check.GraphIndex | None = None,
+) -> None:
     """UnimplementedError, before anything runs, if the restore or init op needs a missing op type."""
     ops = {}
     saver_def = meta_graph_def.saver_def
@@ -193,7 +203,7 @@ def check_load_ops(meta_graph_def: meta_graph_pb2.MetaGraphDef, export_dir: str)
     name = init_op_name(meta_graph_def)
     if name is not None:
         ops["init"] = (name, list(resolve_assets(meta_graph_def, export_dir)))
-    signature_check.check_load_ops(meta_graph_def, ops)
+    signature_check.check_load_ops(meta_graph_def, ops, index)
 
 
 def _import(graph, meta_graph_def, export_dir: str, tags) -> None:

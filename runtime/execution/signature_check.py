@@ -79,59 +79,70 @@ def called_functions(node: node_def_pb2.NodeDef, library: Mapping) -> list[str]:
 
 
 class GraphIndex:
-    """A GraphDef's nodes and functions by name, built once and shared by every walk over it."""
+    """A GraphDef's nodes and functions by name, built once and shared by every walk over it:
+    what each function body reaches is worked out once (``function_reach``), however many
+    signatures, restore and init ops call it."""
 
     def __init__(self, graph_def: graph_pb2.GraphDef):
         self.nodes = {n.name: n for n in graph_def.node}
         self.library: dict[str, function_pb2.FunctionDef] = {
             f.signature.name: f for f in graph_def.library.function
         }
-        self._bodies: dict[str, tuple[dict, list[str]]] = {}
+        self._reached: dict[str, tuple[collections.Counter, list[str]]] = {}
 
-    def body(self, name: str) -> tuple[dict[str, node_def_pb2.NodeDef], list[str]]:
-        """A function's nodes by name, and the roots TF's function runtime runs."""
-        if name not in self._bodies:
+    def function_reach(self, name: str) -> tuple[collections.Counter, list[str]]:
+        """The op types (with node counts) a function body runs, from the roots TF's function
+        runtime runs (its rets, control rets and stateful ops), and the functions it calls."""
+        if name not in self._reached:
             fdef = self.library[name]
+            nodes = {n.name: n for n in fdef.node_def}
             roots = [_node_name(r) for r in fdef.ret.values()] + list(fdef.control_ret.values())
             roots += [n.name for n in fdef.node_def if _is_stateful(n.op)]
-            self._bodies[name] = ({n.name: n for n in fdef.node_def}, roots)
-        return self._bodies[name]
+            self._reached[name] = reach(nodes, roots, lambda ref: False, self.library)
+        return self._reached[name]
 
 
 def _index(graph: graph_pb2.GraphDef | GraphIndex) -> GraphIndex:
     return graph if isinstance(graph, GraphIndex) else GraphIndex(graph)
 
 
-class _Walker:
-    """Collects op types (with node counts) reached from roots, graph and functions alike."""
+def reach(
+    nodes: Mapping[str, node_def_pb2.NodeDef],
+    roots: Iterable[str],
+    cut: Callable[[str], bool],
+    library: Mapping,
+) -> tuple[collections.Counter, list[str]]:
+    """(op type -> count of the nodes reached from ``roots`` (node names) through data and
+    control inputs, the library functions they call): ``cut(input ref)`` stops at feeds."""
+    counts: collections.Counter = collections.Counter()
+    called: dict[str, None] = {}
+    seen: set[str] = set()
+    stack = [r for r in roots if r in nodes]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        node = nodes[name]
+        counts[node.op] += 1
+        called.update(dict.fromkeys(called_functions(node, library)))
+        stack += [_node_name(r) for r in node.input if not cut(r) and _node_name(r) in nodes]
+    return counts, list(called)
 
-    def __init__(self, index: GraphIndex):
-        self.index = index
-        self.counts: collections.Counter = collections.Counter()
-        self._functions_seen: set[str] = set()
 
-    def walk(
-        self, nodes: Mapping[str, node_def_pb2.NodeDef], roots: Iterable[str], cut: Callable[[str], bool]
-    ) -> None:
-        """Visits ``roots`` (node names) and their ancestors; ``cut(input ref)`` stops at feeds."""
-        seen: set[str] = set()
-        stack = [r for r in roots if r in nodes]
-        while stack:
-            name = stack.pop()
-            if name in seen:
-                continue
+def _walk(index: GraphIndex, roots: Iterable[str], cut: Callable[[str], bool]) -> collections.Counter:
+    """What ``reach`` finds from ``roots`` in the graph, and in every function called from there,
+    each function counted once."""
+    counts, pending = reach(index.nodes, roots, cut, index.library)
+    seen: set[str] = set()
+    while pending:
+        name = pending.pop()
+        if name not in seen:
             seen.add(name)
-            node = nodes[name]
-            self.counts[node.op] += 1
-            for function in called_functions(node, self.index.library):
-                self.walk_function(function)
-            stack += [_node_name(r) for r in node.input if not cut(r) and _node_name(r) in nodes]
-
-    def walk_function(self, name: str) -> None:
-        if name not in self._functions_seen:
-            self._functions_seen.add(name)
-            nodes, roots = self.index.body(name)
-            self.walk(nodes, roots, cut=lambda ref: False)
+            body_counts, calls = index.function_reach(name)
+            counts.update(body_counts)
+            pending += calls
+    return counts
 
 
 def needed_op_types(
@@ -144,9 +155,7 @@ def needed_op_types(
     ``graph``: a GraphDef, or its ``GraphIndex`` when several walks share one graph."""
     index = _index(graph)
     fed = {_tensor_name(t) for t in feeds}
-    walker = _Walker(index)
-    walker.walk(index.nodes, [_node_name(f) for f in fetches], cut=lambda ref: _tensor_name(ref) in fed)
-    return walker.counts
+    return _walk(index, [_node_name(f) for f in fetches], cut=lambda ref: _tensor_name(ref) in fed)
 
 
 def missing_op_types(
@@ -164,11 +173,12 @@ def missing_op_types(
 
 
 def unavailable_signatures(
-    meta_graph_def: meta_graph_pb2.MetaGraphDef,
+    meta_graph_def: meta_graph_pb2.MetaGraphDef, index: GraphIndex | None = None
 ) -> dict[str, UnavailableSignatureError]:
-    """Signature key -> its error, for every serving signature that needs a missing op type."""
+    """Signature key -> its error, for every serving signature that needs a missing op type.
+    ``index``: the graph's ``GraphIndex`` where the caller walks it more than once."""
     result = {}
-    index = GraphIndex(meta_graph_def.graph_def)
+    index = index or GraphIndex(meta_graph_def.graph_def)
     for key, signature in sorted(meta_graph_def.signature_def.items()):
         if key == INIT_OP_SIGNATURE_KEY:
             continue
@@ -181,10 +191,12 @@ def unavailable_signatures(
 
 
 def check_load_ops(
-    meta_graph_def: meta_graph_pb2.MetaGraphDef, ops: Mapping[str, tuple[str, list[str]]]
+    meta_graph_def: meta_graph_pb2.MetaGraphDef,
+    ops: Mapping[str, tuple[str, list[str]]],
+    index: GraphIndex | None = None,
 ) -> None:
     """Raises for the first of ``ops`` (what -> (op name, fed tensor names)) needing a missing op."""
-    index = GraphIndex(meta_graph_def.graph_def)
+    index = index or GraphIndex(meta_graph_def.graph_def)
     for what, (name, feeds) in ops.items():
         missing = missing_op_types(index, [name], feeds)
         if missing:

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from apis.tensorflow.core.framework import attr_value_pb2, function_pb2, graph_pb2, node_def_pb2
 from runtime import errors
-from runtime.graph import attrs as attr_lib
-from runtime.graph.graph import Graph, Operation, Tensor
+from runtime.graph.graph import DecodedAttrs, Graph, Operation, Tensor
 from runtime.graph.op_def import function_signature, op_signature
 
 
@@ -64,7 +63,7 @@ def _output_offsets(node: node_def_pb2.NodeDef, library: Mapping) -> dict[str, i
     signature = function_signature(fdef) if fdef is not None else op_signature(node.op)
     if signature is None:
         return None
-    attrs = attr_lib.decode_attrs(node.attr)
+    attrs = DecodedAttrs(node.attr)  # (list sizes only: a Const's tensor stays undecoded)
     offsets, start = {}, 0
     for arg in signature.outputs:
         offsets[arg.name] = start

@@ -22,7 +22,7 @@ import re
 import threading
 from collections.abc import Iterator, Mapping
 
-from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, versions_pb2
+from apis.tensorflow.core.framework import attr_value_pb2, function_pb2, graph_pb2, node_def_pb2, versions_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from runtime import dtypes, errors
 from runtime.graph import attrs as attr_lib
@@ -41,8 +41,8 @@ class DecodedAttrs(Mapping):
 
     __slots__ = ("_protos", "_decoded")
 
-    def __init__(self, node_def: node_def_pb2.NodeDef):
-        self._protos = node_def.attr
+    def __init__(self, protos: Mapping[str, attr_value_pb2.AttrValue]):
+        self._protos = protos
         self._decoded: dict[str, object] = {}
 
     def __getitem__(self, name: str):
@@ -107,7 +107,7 @@ class Operation:
         self.node_def = node_def
         self.name = node_def.name
         self.type = node_def.op
-        self._attrs = DecodedAttrs(node_def)
+        self._attrs = DecodedAttrs(node_def.attr)
         self._links: tuple[list[Tensor], list[Operation]] | None = None
         self._outputs: dict[int, Tensor] = {}
         self._num_outputs: tuple[int, bool] | None = None

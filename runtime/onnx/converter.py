@@ -41,7 +41,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import dtypes, tensor_util
-from runtime.graph import attrs as attr_lib
+from runtime.graph.graph import DecodedAttrs
 from runtime.graph.op_def import parse_input
 from runtime.onnx import text_table
 from runtime.onnx.interface import GUARD, Signature  # noqa: F401 - Signature: converters' callers
@@ -347,7 +347,7 @@ class Builder:
 class TFNode:
     """A TF node as a converter sees it: attrs by TF's names, inputs as ONNX values."""
 
-    def __init__(self, name: str, op_type: str, attrs: dict, inputs: list[str], builder: Builder):
+    def __init__(self, name: str, op_type: str, attrs: Mapping, inputs: list[str], builder: Builder):
         self.name = name
         self.type = op_type
         self.attrs = attrs
@@ -498,8 +498,9 @@ def _record_shapes(b: Builder, node, results: list[str | None]) -> None:
 
 def emit(b: Builder, name: str, op_type: str, attr_protos: Mapping, inputs: list[str]) -> list[str | None]:
     """Converts one TF node (``Const`` included) whose inputs are the ONNX values ``inputs``;
-    the ONNX value of each of its outputs (None: not produced)."""
-    attrs = attr_lib.decode_attrs(attr_protos)
+    the ONNX value of each of its outputs (None: not produced). Attrs are decoded as read: a
+    Const's tensor once, an unread ``_output_shapes`` never."""
+    attrs = DecodedAttrs(attr_protos)
     if op_type == "Const":
         dtype = dtypes.base_dtype(attrs["dtype"])
         if dtype not in ONNX_TYPES and dtype != dtypes.DT_STRING:

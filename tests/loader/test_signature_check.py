@@ -167,6 +167,34 @@ def test_functions_are_followed_through_calls_and_func_attrs():
     )
 
 
+def test_a_shared_index_walks_each_function_once_and_answers_as_a_fresh_one():
+    graph_def = _graph(
+        ("x", "Placeholder", []),
+        ("a", "PartitionedCall", ["x"]),
+        ("b", "PartitionedCall", ["x"]),
+        ("y", "Identity", ["a", "b"]),
+    )
+    graph_def.node[1].attr["f"].func.name = "left"
+    graph_def.node[2].attr["f"].func.name = "right"
+    for name, callee in (("left", "shared"), ("right", "shared"), ("shared", None)):
+        fdef = graph_def.library.function.add()
+        fdef.signature.name = name
+        fdef.node_def.add(name="foo", op="Foo", input=["a"])
+        if callee is not None:
+            fdef.node_def.add(name="call", op=callee, input=["foo:y:0"])
+        fdef.ret["out"] = "call:out:0" if callee is not None else "foo:y:0"
+    index = signature_check.GraphIndex(graph_def)
+    fetch_sets = [["y:0"], ["a:0"], ["b:0"], ["y:0"]]
+    shared = [signature_check.needed_op_types(index, fetches) for fetches in fetch_sets]
+    fresh = [signature_check.needed_op_types(graph_def, fetches) for fetches in fetch_sets]
+    assert shared == fresh
+    # left, right and shared each once: "shared", reached from both, is not counted twice
+    assert shared[0] == collections.Counter(
+        {"Placeholder": 1, "PartitionedCall": 2, "Identity": 1, "Foo": 3, "shared": 2}
+    )
+    assert shared[1] == collections.Counter({"Placeholder": 1, "PartitionedCall": 1, "Foo": 2, "shared": 1})
+
+
 def test_forbidden_ops_are_refused_even_with_a_kernel(monkeypatch):
     monkeypatch.setattr(signature_check, "lookup", lambda op: object())
     graph_def = _graph(("x", "Placeholder", []), ("p", "PyFunc", ["x"]))

@@ -49,7 +49,7 @@ def kernel_ops() -> set[str]:
     ``_OrtCluster``, nor kernels a test registered)."""
     return {
         op
-        for op, definition in kernels.KERNELS.items()
+        for op, definition in kernels.load_all().items()
         if signature_check.has_kernel(op) and definition.fn.__module__.startswith("runtime.kernels.")
     }
 

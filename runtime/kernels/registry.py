@@ -28,9 +28,13 @@ A kernel marks an output dead (Switch's untaken branch) by returning ``DEAD`` in
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from runtime.kernels.index import MODULES
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class KernelDef:
     attr_defaults: dict = field(default_factory=dict)  # the attrs' keyword defaults
     takes_all_attrs: bool = False
     needs_context: bool = False
+    module: str = ""  # the module that registered it (``index.py`` maps op types to these)
 
     def select_attrs(self, attrs: dict) -> dict:
         """The subset of a node's decoded attrs this kernel's signature names."""
@@ -59,7 +64,7 @@ class KernelDef:
         return {k: attrs[k] for k in self.attr_names if k in attrs}
 
 
-KERNELS: dict[str, KernelDef] = {}
+KERNELS: dict[str, KernelDef] = {}  # what the kernel modules imported so far registered
 
 
 class _Dead:
@@ -102,6 +107,7 @@ def kernel(
             attr_defaults={name: default for name, default in attrs.items() if default is not _REQUIRED},
             takes_all_attrs=takes_all_attrs,
             needs_context="ctx" in keywords,
+            module=sys._getframe(1).f_globals.get("__name__", ""),
         )
         for op_type in op_types:
             if op_type in KERNELS:
@@ -128,5 +134,20 @@ def _keyword_parameters(fn: Callable) -> tuple[dict[str, object], bool]:
 
 
 def lookup(op_type: str) -> KernelDef | None:
-    """The kernel for an op type, or None; importing ``runtime.kernels`` fills the registry."""
-    return KERNELS.get(op_type)
+    """The kernel for an op type, or None. A kernel module is imported when one of its op types
+    is first looked up (``index.py``): a start imports the kernels its model runs, not all 46
+    modules (a third of a start from the cluster cache went to importing them)."""
+    definition = KERNELS.get(op_type)
+    if definition is None:
+        module = MODULES.get(op_type)
+        if module is not None:
+            importlib.import_module(f"runtime.kernels.{module}")
+            definition = KERNELS.get(op_type)
+    return definition
+
+
+def load_all() -> dict[str, KernelDef]:
+    """Every kernel module imported: the whole registry (for tables and tests, not for a start)."""
+    for module in sorted(set(MODULES.values())):
+        importlib.import_module(f"runtime.kernels.{module}")
+    return KERNELS

@@ -51,11 +51,11 @@ def test_a_byte_class_replaces_as_re2_does(pattern, rewrite):
     assert byte_class(pattern) is not None
     texts = _texts(len(pattern))
     general = [global_replace(t, compile_re2(pattern), rewrite) for t in texts]
-    fast = kernels.KERNELS["StaticRegexReplace"].fn(
+    fast = kernels.load_all()["StaticRegexReplace"].fn(
         np.array(texts, dtype=object), pattern=pattern, rewrite=rewrite
     )
     assert fast.tolist() == general
-    dynamic = kernels.KERNELS["RegexReplace"].fn(
+    dynamic = kernels.load_all()["RegexReplace"].fn(
         np.array(texts, dtype=object), np.array(pattern, dtype=object), np.array(rewrite, dtype=object)
     )
     assert dynamic.tolist() == general
@@ -76,7 +76,7 @@ def test_a_class_and_its_members():
 
 def test_multi_byte_and_backslash_rewrites_take_re2s_path():
     texts = np.array([b"a,b", b"x.y"], dtype=object)
-    fn = kernels.KERNELS["StaticRegexReplace"].fn
+    fn = kernels.load_all()["StaticRegexReplace"].fn
     assert fn(texts, pattern=b"[,.]", rewrite=b"--").tolist() == [b"a--b", b"x--y"]
     assert fn(texts, pattern=b"[,.]", rewrite=b"<\\0>").tolist() == [b"a<,>b", b"x<.>y"]
     assert fn(texts, pattern=b"[,.]", rewrite=b"", replace_global=False).tolist() == [b"ab", b"xy"]

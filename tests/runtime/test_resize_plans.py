@@ -19,7 +19,9 @@ import numpy as np
 import pytest
 
 from runtime import errors
-from runtime.kernels import KERNELS, image_ops
+from runtime.kernels import image_ops, load_all
+
+KERNELS = load_all()  # the whole registry: these tests call kernels by op type
 
 F32 = np.float32
 BILINEAR_DTYPES = [

@@ -12,10 +12,12 @@ from loader import load_saved_model
 from runtime import Graph, errors
 from runtime.execution.interpreter import run_plan
 from runtime.execution.planner import build_plan
-from runtime.kernels import KERNELS
+from runtime.kernels import load_all
 from runtime.kernels.feature_column_ops import INDICATOR_OP_TYPE, indicator_counts
 from runtime.onnx.indicator_fusion import fuse_indicator_columns
 from tests.oracle import corpus
+
+KERNELS = load_all()  # the whole registry: these tests call kernels by op type
 
 PREFIX = "dnn/input_from_feature_columns/input_layer/color_indicator_1/"
 FEEDS = (

@@ -135,13 +135,29 @@ class DirectRestore:
         from runtime.kernels.registry import lookup
 
         needed = sorted({j for j, _, _ in self.assigns})
-        fetched = sess.run([self.call.inputs[j] for j in needed]) if needed else []
-        handles = dict(zip(needed, fetched))
+        handles = dict(zip(needed, _handles(sess, [self.call.inputs[j] for j in needed])))
         file_prefix = np.array(prefix.encode("utf-8", "surrogateescape"), dtype=object)
         values = lookup("RestoreV2").fn(file_prefix, self.names, self.slices, dtypes=self.dtypes)
         assign, ctx = lookup("AssignVariableOp").fn, OpContext(self.call, sess.resources, None)
         for j, k, dtype in self.assigns:
             assign(handles[j], values[k], dtype=dtype, ctx=ctx)
+
+
+def _handles(sess, tensors: list) -> list:
+    """The variable handles the restore function is called with: each ``VarHandleOp``'s kernel
+    called on its node where every one is such an op of its own (a plan of a few hundred handle
+    ops cost more than reading the checkpoint), else the graph run for them."""
+    from runtime.execution.plan import OpContext
+    from runtime.kernels.registry import lookup
+
+    ops = [tensor.op for tensor in tensors]
+    if any(op.type != "VarHandleOp" or op.node_def.input or t.value_index for op, t in zip(ops, tensors)):
+        return sess.run(tensors) if tensors else []
+    handle_op = lookup("VarHandleOp")
+    return [
+        handle_op.fn(**handle_op.select_attrs(op.attrs), ctx=OpContext(op, sess.resources, None))
+        for op in ops
+    ]
 
 
 def _body_const(nodes: dict, text: str) -> np.ndarray | None:

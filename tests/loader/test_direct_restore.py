@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import loader.bundle
+import loader.restore
 from loader import load_saved_model
 from loader.restore import DirectRestore
 from runtime import errors
@@ -81,3 +82,22 @@ def test_a_corrupt_checkpoint_fails_with_the_restore_ops_error(tmp_path):
     shard.write_bytes(bytes(data))
     with pytest.raises(errors.DataLossError, match=r"tensor '.*': Checksum does not match[\s\S]*RestoreV2"):
         load_saved_model(str(tmp_path / "m"), {"serve"}, delegation=False)
+
+
+def test_the_handles_come_from_their_kernels_as_a_graph_run_gives_them():
+    m = manifest("zoo_mobilenet_v2_saved")
+    bundle = load_saved_model(str(m["export_path"]), {"serve"}, delegation=False)
+    try:
+        direct = DirectRestore.of(bundle.session.graph, bundle.meta_graph_def.saver_def)
+        tensors = [direct.call.inputs[j] for j in sorted({j for j, _, _ in direct.assigns})]
+
+        class NoGraphRuns:
+            resources = bundle.session.resources
+
+            def run(self, fetches):
+                raise AssertionError("the handles were run as a graph")
+
+        assert len(tensors) > 100
+        assert loader.restore._handles(NoGraphRuns(), tensors) == bundle.session.run(tensors)
+    finally:
+        bundle.close()

@@ -42,7 +42,6 @@ import importlib.util
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,6 +271,8 @@ def _header(kind: str, key: str, payload: bytes, meta: dict | None, extra: dict 
 
 def _replace(path: Path, parts: Iterable[bytes]) -> None:
     """Writes ``path`` atomically: a temporary file in its directory, renamed over it."""
+    import tempfile  # (with shutil and random: only a start that writes the cache needs them)
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:

@@ -147,17 +147,12 @@ def _handles(sess, tensors: list) -> list:
     """The variable handles the restore function is called with: each ``VarHandleOp``'s kernel
     called on its node where every one is such an op of its own (a plan of a few hundred handle
     ops cost more than reading the checkpoint), else the graph run for them."""
-    from runtime.execution.plan import OpContext
-    from runtime.kernels.registry import lookup
+    from runtime.execution.plan import call_kernel
 
     ops = [tensor.op for tensor in tensors]
     if any(op.type != "VarHandleOp" or op.node_def.input or t.value_index for op, t in zip(ops, tensors)):
         return sess.run(tensors) if tensors else []
-    handle_op = lookup("VarHandleOp")
-    return [
-        handle_op.fn(**handle_op.select_attrs(op.attrs), ctx=OpContext(op, sess.resources, None))
-        for op in ops
-    ]
+    return [call_kernel(op, [], sess.resources) for op in ops]
 
 
 def _body_const(nodes: dict, text: str) -> np.ndarray | None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from runtime.execution.interpreter import run_plan
+from runtime.execution.plan import call_kernel
 from runtime.execution.planner import build_plan
 from runtime.graph.graph import Graph, Operation
 from runtime.onnx.control_flow_ops import WHILE_OPS
@@ -87,8 +88,24 @@ def freeze_variables(graph: Graph, region: list[Operation], resources) -> tuple[
     if not reads:
         return {}, ""
     try:
-        plan = build_plan((), [op.outputs[0] for op in reads], (), resources, None)
-        values = run_plan(plan, [])
+        values = _read_directly(reads, resources)
+    except Exception:  # noqa: BLE001 - the plan below says what is wrong, in the plan's words
+        values = None
+    try:
+        if values is None:
+            values = run_plan(build_plan((), [op.outputs[0] for op in reads], (), resources, None), [])
     except Exception as exc:  # noqa: BLE001 - an unreadable variable keeps its reads native
         return {}, f"variables read natively: {type(exc).__name__}: {exc}"
     return {op.name: np.asarray(v) for op, v in zip(reads, values)}, ""
+
+
+def _read_directly(reads: list[Operation], resources) -> list | None:
+    """Each read's value from the kernels of the ``VarHandleOp`` and the ``ReadVariableOp`` on
+    their nodes where every read is such a pair and nothing else (a plan of a few hundred of them
+    cost a cold start more than the reads); None otherwise (TF1 variables: the plan reads them)."""
+    for op in reads:
+        if op.type != "ReadVariableOp" or len(op.node_def.input) != 1 or op.inputs[0].value_index:
+            return None
+        if op.inputs[0].op.type != "VarHandleOp" or op.inputs[0].op.node_def.input:
+            return None
+    return [call_kernel(op, [call_kernel(op.inputs[0].op, [], resources)], resources) for op in reads]

@@ -162,14 +162,15 @@ def _resolve(op: Operation, resources, functions) -> Kernel | None:
 
 
 def call_kernel(op: Operation, inputs: list, resources):
-    """``op`` run once by its kernel outside any plan, as a plan's step runs it (the node checked,
-    the attrs its kernel names, its context): for a few hundred variable ops at a start, where
-    planning them costs more than running them. Ops without a kernel, or whose kernel is built
-    per node, raise ``LookupError``."""
+    """``op`` run once by its kernel outside any plan, as a plan's step calls it (the node checked,
+    the attrs its kernel names, its context, list inputs grouped): for a few hundred variable ops
+    at a start, where planning them costs more than running them. Ops without a kernel, or whose
+    kernel is built per node, raise ``LookupError``."""
     definition = lookup(op.type)
     if definition is None or definition.per_node:
         raise LookupError(f"{op.type}: no kernel to call outside a plan")
-    return _resolve(op, resources, None).call(*inputs)
+    kernel = _resolve(op, resources, None)
+    return _grouped(kernel.call, kernel.signature, op)(*inputs)
 
 
 def _prepare_functions(op: Operation, functions) -> None:

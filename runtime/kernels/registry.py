@@ -136,7 +136,7 @@ def _keyword_parameters(fn: Callable) -> tuple[dict[str, object], bool]:
 def lookup(op_type: str) -> KernelDef | None:
     """The kernel for an op type, or None. A kernel module is imported when one of its op types
     is first looked up (``index.py``): a start imports the kernels its model runs, not all 46
-    modules (a third of a start from the cluster cache went to importing them)."""
+    modules (36 ms of a 0.4 s start from the cluster cache went to importing them)."""
     definition = KERNELS.get(op_type)
     if definition is None:
         module = MODULES.get(op_type)

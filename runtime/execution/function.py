@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from apis.tensorflow.core.framework import attr_value_pb2, function_pb2
 from runtime import errors
-from runtime.execution import map_loops
 from runtime.execution.interpreter import RUN_STATE, instrument, run_plan
 from runtime.execution.plan import Plan
 from runtime.execution.planner import build_plan
@@ -125,6 +124,8 @@ class FunctionLibraryRuntime:
 
         def plan_items(tensors):
             return self._items_instance(fn_body, tensors)
+
+        from runtime.execution import map_loops  # (with the TensorList kernels: only a While needs it)
 
         return map_loops.analyze(instances[0].body, fn_body, plan_items)
 

@@ -75,6 +75,8 @@ class Step(NamedTuple):
 
 @dataclass(frozen=True)
 class Plan:
+    """A run worked out once per (feeds, fetches): its steps in order over numbered value slots."""
+
     steps: tuple[Step, ...]
     num_slots: int
     feed_slots: tuple[int, ...]

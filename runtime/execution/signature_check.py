@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from runtime import errors
-from runtime.kernels import lookup
+from runtime.kernels import registry
 
 FORBIDDEN_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 INIT_OP_SIGNATURE_KEY = "__saved_model_init_op"
@@ -50,12 +50,11 @@ class UnavailableSignatureError(errors.UnimplementedError):
 
 def has_kernel(op_type: str) -> bool:
     """Whether the numpy registry runs ``op_type``: forbidden ops never, whatever is registered."""
-    return op_type not in FORBIDDEN_OPS and lookup(op_type) is not None
+    return op_type not in FORBIDDEN_OPS and registry.registered(op_type)
 
 
 def _is_stateful(op_type: str) -> bool:
-    definition = lookup(op_type)
-    return op_type in FORBIDDEN_OPS or (definition is not None and definition.stateful)
+    return op_type in FORBIDDEN_OPS or registry.stateful(op_type)
 
 
 def _node_name(ref: str) -> str:
@@ -69,11 +68,13 @@ def _tensor_name(ref: str) -> str:
 def called_functions(node: node_def_pb2.NodeDef, library: Mapping) -> list[str]:
     """Library functions ``node`` runs: its op type, and every func-valued attr."""
     names = [node.op] if node.op in library else []
-    for value in node.attr.values():
+    attrs = node.attr
+    for key in attrs:  # (by key: iterating the map's values costs twice as much)
+        value = attrs[key]
         kind = value.WhichOneof("value")
         if kind == "func":
             names.append(value.func.name)
-        elif kind == "list":
+        elif kind == "list" and value.list.func:
             names += [f.name for f in value.list.func]
     return [n for n in names if n in library]
 
@@ -126,7 +127,11 @@ def reach(
         node = nodes[name]
         counts[node.op] += 1
         called.update(dict.fromkeys(called_functions(node, library)))
-        stack += [_node_name(r) for r in node.input if not cut(r) and _node_name(r) in nodes]
+        for ref in node.input:
+            if not cut(ref):
+                source = _node_name(ref)
+                if source in nodes and source not in seen:
+                    stack.append(source)
     return counts, list(called)
 
 

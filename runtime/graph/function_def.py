@@ -21,6 +21,8 @@ from runtime.graph.op_def import function_signature, op_signature
 
 @dataclass(frozen=True)
 class FunctionBody:
+    """A FunctionDef instantiated as a Graph of its own: its args' and rets' tensors in that graph."""
+
     name: str
     graph: Graph
     args: tuple[Tensor, ...]

@@ -11,8 +11,6 @@ signature, which the generated tables do not hold; ours stops after the signatur
 
 from __future__ import annotations
 
-import functools
-
 from runtime import dtypes, errors
 from runtime.graph.op_attrs import REQUIRED_ATTRS
 from runtime.graph.op_def import ArgSpec, OpSignature
@@ -33,7 +31,7 @@ def check_node(op, required_attrs: frozenset[str], signature: OpSignature | None
             _missing_attrs(op, required, signature)
     if signature is None:
         return
-    expected = _fixed_inputs(signature)
+    expected = signature.fixed_inputs
     if expected is None:
         try:
             expected = sum(arg.size(op.attrs) for arg in signature.inputs)
@@ -53,14 +51,6 @@ def _missing_attrs(op, required: frozenset[str], signature: OpSignature | None) 
     plural = "s" if len(missing) > 1 else ""
     names = "', '".join(missing)
     raise _invalid(op, f"NodeDef missing attr{plural} '{names}' from {_summary(op.type, signature)}")
-
-
-@functools.lru_cache(maxsize=4096)
-def _fixed_inputs(signature: OpSignature) -> int | None:
-    """The number of inputs of a signature without list args (None: its attrs say)."""
-    if any(arg.number_attr or arg.type_list_attr for arg in signature.inputs):
-        return None
-    return len(signature.inputs)
 
 
 def _arg_types(arg: ArgSpec, attrs) -> list[str]:

@@ -44,8 +44,17 @@ class ArgSpec:
 
 @dataclass(frozen=True)
 class OpSignature:
+    """An op's input and output args, in order: what a node's inputs and outputs are."""
+
     inputs: tuple[ArgSpec, ...]
     outputs: tuple[ArgSpec, ...]
+
+    @functools.cached_property
+    def fixed_inputs(self) -> int | None:
+        """The number of inputs where no input arg is a list (None: the node's attrs say)."""
+        if any(arg.number_attr or arg.type_list_attr for arg in self.inputs):
+            return None
+        return len(self.inputs)
 
 
 def _parse_arg(text: str) -> ArgSpec:

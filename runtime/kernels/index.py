@@ -1,6 +1,7 @@
 """Which module of ``runtime/kernels`` registers each op type's kernel: generated, do not edit.
 
-``registry.lookup`` imports a kernel module when one of its op types is first looked up. Made by
+``registry.lookup`` imports a kernel module when one of its op types is first looked up;
+``registry.registered`` and ``registry.stateful`` answer from here without importing it. Made by
 ``python -m tests.runtime.test_kernel_index`` (which also checks it is current).
 """
 
@@ -497,3 +498,76 @@ MODULES: dict[str, str] = {
     "_IndicatorCounts": "feature_column_ops",
     "_SafeEmbeddingLookupSparse": "embedding_ops",
 }
+
+# The op types whose kernels are stateful (``KernelDef.stateful``).
+STATEFUL: frozenset[str] = frozenset(
+    {
+        "AnonymousHashTable",
+        "AnonymousMutableHashTable",
+        "Assert",
+        "Assign",
+        "AssignAdd",
+        "AssignAddVariableOp",
+        "AssignSub",
+        "AssignSubVariableOp",
+        "AssignVariableOp",
+        "Case",
+        "DestroyResourceOp",
+        "DisableCopyOnRead",
+        "HashTable",
+        "HashTableV2",
+        "If",
+        "InitializeTable",
+        "InitializeTableFromTextFile",
+        "InitializeTableFromTextFileV2",
+        "InitializeTableV2",
+        "IsVariableInitialized",
+        "LookupTableExport",
+        "LookupTableExportV2",
+        "LookupTableFind",
+        "LookupTableFindV2",
+        "LookupTableImport",
+        "LookupTableImportV2",
+        "LookupTableInsert",
+        "LookupTableInsertV2",
+        "LookupTableRemoveV2",
+        "LookupTableSize",
+        "LookupTableSizeV2",
+        "MergeV2Checkpoints",
+        "Multinomial",
+        "MutableDenseHashTableV2",
+        "MutableHashTable",
+        "MutableHashTableOfTensors",
+        "MutableHashTableOfTensorsV2",
+        "MutableHashTableV2",
+        "RandomStandardNormal",
+        "RandomUniform",
+        "RandomUniformInt",
+        "ReadFile",
+        "ReadVariableOp",
+        "ResourceGather",
+        "Restore",
+        "RestoreSlice",
+        "RestoreV2",
+        "Save",
+        "SaveSlices",
+        "SaveV2",
+        "StatefulPartitionedCall",
+        "TensorArrayCloseV3",
+        "TensorArrayConcatV3",
+        "TensorArrayGatherV3",
+        "TensorArrayReadV3",
+        "TensorArrayScatterV3",
+        "TensorArraySizeV3",
+        "TensorArraySplitV3",
+        "TensorArrayV3",
+        "TensorArrayWriteV3",
+        "TruncatedNormal",
+        "VarHandleOp",
+        "VarIsInitializedOp",
+        "Variable",
+        "VariableV2",
+        "While",
+        "WriteFile",
+    }
+)

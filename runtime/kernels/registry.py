@@ -34,7 +34,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from runtime.kernels.index import MODULES
+from runtime.kernels.index import MODULES, STATEFUL
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,19 @@ def lookup(op_type: str) -> KernelDef | None:
             importlib.import_module(f"runtime.kernels.{module}")
             definition = KERNELS.get(op_type)
     return definition
+
+
+def registered(op_type: str) -> bool:
+    """Whether a kernel runs ``op_type``, answered without importing its module: a load's
+    signature checks ask it of every op type the model's functions hold, most of which the
+    delegated graph never runs natively."""
+    return op_type in KERNELS or op_type in MODULES
+
+
+def stateful(op_type: str) -> bool:
+    """Whether the kernel of ``op_type`` is stateful (False without one), as ``registered``."""
+    definition = KERNELS.get(op_type)
+    return definition.stateful if definition is not None else op_type in STATEFUL
 
 
 def load_all() -> dict[str, KernelDef]:

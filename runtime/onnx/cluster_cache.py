@@ -89,11 +89,22 @@ def _onnx_version() -> str:
 def converter_version() -> str:
     """The SHA-256 of every source file of the runtime and the onnx and onnxruntime versions:
     whatever could change a conversion, a partition or a validation changes it."""
-    root = Path(__file__).resolve().parents[1]
+    root = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
     digest = hashlib.sha256(f"onnx {_onnx_version()} onnxruntime {onnxruntime.__version__}".encode())
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for relative in _sources(root):  # (os.walk and plain reads: pathlib's took half of its 10 ms)
+        with open(os.path.join(root, relative), "rb") as source:
+            digest.update(relative.encode() + b"\0" + source.read() + b"\0")
     return digest.hexdigest()
+
+
+def _sources(root: str) -> list[str]:
+    """The ``.py`` files under ``root``, as sorted POSIX paths relative to it."""
+    found = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = [name for name in subfolders if name != "__pycache__"]
+        relative = os.path.relpath(folder, root).replace(os.sep, "/")
+        found += [name if relative == "." else f"{relative}/{name}" for name in files if name.endswith(".py")]
+    return sorted(found)
 
 
 def key_of(*parts: object) -> str:

@@ -112,6 +112,8 @@ def same(a: Tensor, b: Tensor) -> bool:
 
 @dataclass(frozen=True)
 class Role:
+    """What a While loop variable is to the loop, which decides its place in the ONNX Loop."""
+
     kind: str  # invariant | scan | carried
     writer: Operation | None = None  # scan: the TensorListSetItem
     index: int | None = None  # scan: the constant index written, None for the counter

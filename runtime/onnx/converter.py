@@ -72,6 +72,8 @@ class NotConvertible(Exception):
 
 @dataclass(frozen=True)
 class ConverterDef:
+    """A registered converter and what the partitioner checks before asking it to convert a node."""
+
     op_types: tuple[str, ...]
     fn: Callable
     num_outputs: int  # the TF outputs the converter produces, from index 0

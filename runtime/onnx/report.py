@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class ClusterSummary:
+    """One delegated cluster in the report: its ops, by type, and their estimated FLOPs."""
+
     name: str
     ops: tuple[str, ...]
     op_types: dict[str, int]

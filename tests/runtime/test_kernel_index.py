@@ -22,7 +22,8 @@ from runtime.kernels import index, registry
 INDEX = Path(index.__file__)
 HEADER = '''"""Which module of ``runtime/kernels`` registers each op type's kernel: generated, do not edit.
 
-``registry.lookup`` imports a kernel module when one of its op types is first looked up. Made by
+``registry.lookup`` imports a kernel module when one of its op types is first looked up;
+``registry.registered`` and ``registry.stateful`` answer from here without importing it. Made by
 ``python -m tests.runtime.test_kernel_index`` (which also checks it is current).
 """
 
@@ -44,7 +45,15 @@ def registered_modules() -> dict[str, str]:
 
 
 def index_text(modules: dict[str, str]) -> str:
-    return HEADER + "".join(f'    "{op}": "{module}",\n' for op, module in modules.items()) + "}\n"
+    stateful = sorted(op for op in modules if registry.KERNELS[op].stateful)
+    return (
+        HEADER
+        + "".join(f'    "{op}": "{module}",\n' for op, module in modules.items())
+        + "}\n\n# The op types whose kernels are stateful (``KernelDef.stateful``).\n"
+        + "STATEFUL: frozenset[str] = frozenset(\n    {\n"
+        + "".join(f'        "{op}",\n' for op in stateful)
+        + "    }\n)\n"
+    )
 
 
 def test_the_index_is_current():
@@ -60,8 +69,13 @@ def test_every_kernel_is_found_from_a_fresh_start_and_only_its_module_is_importe
         from runtime.kernels import index, lookup
         loaded = lambda: {m for m in sys.modules if m.startswith("runtime.kernels.") and m.endswith("_ops")}
         assert not loaded(), loaded()
+        from runtime.kernels.registry import registered, stateful
+        assert all(registered(op) for op in index.MODULES) and not loaded()
+        assert [op for op in index.MODULES if stateful(op)] == sorted(index.STATEFUL) and not loaded()
         missing = [op for op in index.MODULES if lookup(op) is None]
         assert not missing, missing
+        assert {op for op in index.MODULES if stateful(op)} == index.STATEFUL
+        assert not registered("NoSuchOp") and not stateful("NoSuchOp")
         before = loaded()
         assert lookup("NoSuchOp") is None and loaded() == before
         """

@@ -193,6 +193,23 @@ def test_the_converter_version_covers_the_runtime_sources():
     assert len(version) == 64
     cluster_cache.converter_version.cache_clear()
     assert cluster_cache.converter_version() == version  # stable while nothing changes
+    runtime_root = Path(cluster_cache.__file__).resolve().parents[1]
+    every_source = sorted(path.relative_to(runtime_root).as_posix() for path in runtime_root.rglob("*.py"))
+    assert cluster_cache._sources(str(runtime_root)) == every_source
+
+
+def test_the_sources_hashed_are_every_py_file_below_the_root_and_no_cache(tmp_path):
+    for name in (
+        "a.py",
+        "b.txt",
+        "sub/c.py",
+        "sub/deeper/d.py",
+        "sub/__pycache__/c.cpython-311.pyc",
+        "__pycache__/x.py",
+    ):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert cluster_cache._sources(str(tmp_path)) == ["a.py", "sub/c.py", "sub/deeper/d.py"]
 
 
 def test_another_model_is_a_miss(manifest, tmp_path):

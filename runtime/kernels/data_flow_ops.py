@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.kernels.indexing_ops import SMALL, in_range
+from runtime.kernels.bounds import SMALL, in_range
 from runtime.kernels.math_ops import invalid, shape_str
 from runtime.kernels.registry import kernel
 

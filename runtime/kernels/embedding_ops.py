@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from runtime import errors
-from runtime.kernels.indexing_ops import in_range
+from runtime.kernels.bounds import in_range
 from runtime.kernels.registry import kernel
 
 OP_TYPE = "_SafeEmbeddingLookupSparse"

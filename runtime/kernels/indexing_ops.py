@@ -12,6 +12,7 @@ import functools
 import numpy as np
 
 from runtime.kernels.array_ops import _ints
+from runtime.kernels.bounds import in_range
 from runtime.kernels.math_ops import invalid, node_name, shape_str
 from runtime.kernels.registry import kernel
 
@@ -45,17 +46,6 @@ def _slice_index(shape: tuple, begin: tuple, sizes: tuple) -> tuple:
 
 
 # --------------------------------------------------------------------------- gathering
-
-
-SMALL = 32  # at most this many elements, checks run on Python lists: numpy's per-call cost dominates
-
-
-def in_range(indices: np.ndarray, limit: int) -> bool:
-    """Whether every index is in [0, limit)."""
-    if indices.size <= SMALL:
-        flat = indices.ravel().tolist()
-        return not flat or (min(flat) >= 0 and max(flat) < limit)
-    return bool(indices.min() >= 0) and bool(indices.max() < limit)
 
 
 def _check_indices(indices, limit):

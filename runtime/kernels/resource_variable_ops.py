@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 
 from runtime import dtypes, errors
-from runtime.kernels.indexing_ops import in_range
+from runtime.kernels.bounds import in_range
 from runtime.kernels.registry import kernel
 from runtime.kernels.resources import ANONYMOUS_NAME, VAR_KIND, ResourceHandle, Var, resource_key
 

@@ -15,8 +15,8 @@ import farmhash
 import numpy as np
 
 from runtime import dtypes, errors
+from runtime.kernels.bounds import in_range
 from runtime.kernels.hashing import fingerprint_cat64, fingerprint_cat64_many, siphash24
-from runtime.kernels.indexing_ops import in_range
 from runtime.kernels.registry import kernel
 
 

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from runtime import errors
-from runtime.kernels.indexing_ops import SMALL, in_range
+from runtime.kernels.bounds import SMALL, in_range
 from runtime.kernels.registry import kernel
 
 

@@ -412,7 +412,8 @@ class ClusterRunner:
 
     def _run_native(self, inputs) -> list:
         if self._native_plan is None:
-            graph = Graph.from_graph_def(self._native_def)
+            graph = Graph()  # (derived: the cluster's own nodes, checked where the model was read)
+            graph.import_graph_def(self._native_def, derived=True)
             feeds = [graph.get_tensor_by_name(f"{n}:0") for n in [*self._inputs, *self._constant_inputs]]
             fetches = [graph.get_tensor_by_name(t) for t in self._outputs]
             resources, functions = None, None

@@ -20,11 +20,11 @@ from apis.tensorflow.core.example import example_pb2
 from runtime import dtypes, errors
 from runtime.example import parser as example_parser
 from runtime.example.specs import SparseSpec
-from runtime.kernels import hashing, indexing_ops, load_all
+from runtime.kernels import bounds, hashing, load_all
 
 KERNELS = load_all()  # the whole registry: these tests call kernels by op type
 
-SMALL = indexing_ops.SMALL
+SMALL = bounds.SMALL
 
 
 def _kernel(op: str):

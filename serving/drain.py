@@ -18,8 +18,9 @@ closes), which they retry. So on SIGTERM the server leaves in phases of its own:
    connection, never a cancellation.
 
 Transports ask ``refusing`` per request (a plain attribute read), call ``refused()`` when they
-turn one away, and hold ``admitted`` for the length of each call they admit (a list's append
-and pop: atomic under the GIL, no lock). From the signal on (``draining``) HTTP answers close
+turn one away, and hold ``admitted`` from the admission of each call until it ends (gRPC: until
+the RPC terminates, its answer written, not when its handler returns: a 120 MB answer takes
+longer to leave than any fixed wait) (a list's append and pop: atomic under the GIL, no lock). From the signal on (``draining``) HTTP answers close
 their connection, so that no client is left sending on a kept-alive connection the server is
 about to close. Thread-safe. A second signal during the drain ends the process at once.
 """
@@ -36,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 QUIET_SECONDS = 0.1
 MAX_REFUSAL_SECONDS = 2.0
-FLUSH_SECONDS = 0.2  # the last answers leave the process before it exits
+FLUSH_SECONDS = 0.2  # a margin for the last answers' bytes to leave after their calls ended
 REFUSAL_MESSAGE = "Server is shutting down"
 
 
@@ -87,7 +88,7 @@ class Drain:
 
 
 def exit_process(code: int) -> None:
-    """Ends the process now, after its last answers have had ``FLUSH_SECONDS`` to leave: the
+    """Ends the process now, ``FLUSH_SECONDS`` after the calls it admitted ended (``wait_idle``): the
     kernel closes its connections, so a call still arriving fails UNAVAILABLE for its client.
     (A normal interpreter exit would let grpcio's server shut down, which cancels them.)"""
     time.sleep(FLUSH_SECONDS)

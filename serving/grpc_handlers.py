@@ -86,11 +86,12 @@ def parse_in_handler(handler: grpc.RpcMethodHandler, drain: Drain) -> grpc.RpcMe
         def on_unary(data, context, *rest):
             if drain.refusing:
                 _refuse(drain, context)
+            # Admitted until the RPC ends, its answer sent (or the call cancelled), not until the
+            # handler returns: the process must not exit while a large answer is still leaving.
             admitted.append(None)
-            try:
-                return behavior(_parsed(data, parse, context), context, *rest)
-            finally:
-                admitted.pop()
+            if not context.add_callback(admitted.pop):
+                admitted.pop()  # (the RPC has already ended)
+            return behavior(_parsed(data, parse, context), context, *rest)
 
         wrapped = on_unary
     return handler._replace(request_deserializer=None, **{kind: wrapped})

@@ -18,11 +18,11 @@ closes), which they retry. So on SIGTERM the server leaves in phases of its own:
    connection, never a cancellation.
 
 Transports ask ``refusing`` per request (a plain attribute read), call ``refused()`` when they
-turn one away, and hold ``admitted`` from the admission of each call until it ends (gRPC: until
-the RPC terminates, its answer written, not when its handler returns: a 120 MB answer takes
-longer to leave than any fixed wait) (a list's append and pop: atomic under the GIL, no lock). From the signal on (``draining``) HTTP answers close
-their connection, so that no client is left sending on a kept-alive connection the server is
-about to close. Thread-safe. A second signal during the drain ends the process at once.
+turn one away, and hold ``admitted`` from the admission of each call until it ends (a list's
+append and pop: atomic under the GIL, no lock). For gRPC that is when the RPC terminates, its
+answer written, not when its handler returns: a 120 MB answer takes longer to leave than any
+fixed wait. From the signal on (``draining``) HTTP answers close their connection, so that no
+client is left sending on a kept-alive connection the server is about to close. Thread-safe. A second signal during the drain ends the process at once.
 """
 
 from __future__ import annotations

@@ -7,8 +7,10 @@ from __future__ import annotations
 import threading
 import time
 from concurrent import futures
+from dataclasses import dataclass
 
 import grpc
+import pytest
 
 from serving.drain import Drain
 from serving.grpc_handlers import add_handlers
@@ -16,7 +18,20 @@ from serving.grpc_handlers import add_handlers
 SERVICE = "test.Admission"
 
 
-def _serve(drain: Drain, release: threading.Event, handler_returned: threading.Event):
+@dataclass
+class Served:
+    """An in-process server of the two methods, its Drain, and the stream's events."""
+
+    drain: Drain
+    channel: grpc.Channel
+    release: threading.Event  # the stream's second answer may go
+    handler_returned: threading.Event
+
+
+@pytest.fixture
+def served():
+    drain, release, handler_returned = Drain(), threading.Event(), threading.Event()
+
     def stream(request: bytes, context):
         def answers():
             yield request
@@ -41,7 +56,13 @@ def _serve(drain: Drain, release: threading.Event, handler_returned: threading.E
     add_handlers(server, SERVICE, handlers, drain)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    return server, grpc.insecure_channel(f"127.0.0.1:{port}")
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield Served(drain, channel, release, handler_returned)
+    finally:
+        release.set()
+        channel.close()
+        server.stop(None)
 
 
 def _wait_for(condition, seconds: float = 5.0) -> bool:
@@ -51,36 +72,22 @@ def _wait_for(condition, seconds: float = 5.0) -> bool:
     return condition()
 
 
-def test_a_call_is_admitted_until_its_rpc_ends_not_until_its_handler_returns():
-    drain, release, returned = Drain(), threading.Event(), threading.Event()
-    server, channel = _serve(drain, release, returned)
-    try:
-        answers = channel.unary_stream(f"/{SERVICE}/Stream")(b"x", timeout=10)
-        assert next(answers) == b"x"
-        assert returned.is_set()
-        assert len(drain.admitted) == 1  # the handler returned, its answer is still leaving
-        assert not drain.wait_idle(0.05)
-        release.set()
-        assert list(answers) == [b"x"]
-        assert _wait_for(lambda: not drain.admitted)  # the RPC ended: the call is done
-        assert channel.unary_unary(f"/{SERVICE}/Unary")(b"y", timeout=10) == b"y"
-        assert _wait_for(lambda: not drain.admitted)
-    finally:
-        release.set()
-        channel.close()
-        server.stop(None)
+def test_a_call_is_admitted_until_its_rpc_ends_not_until_its_handler_returns(served):
+    answers = served.channel.unary_stream(f"/{SERVICE}/Stream")(b"x", timeout=10)
+    assert next(answers) == b"x"
+    assert served.handler_returned.is_set()
+    assert len(served.drain.admitted) == 1  # the handler returned, its answer is still leaving
+    assert not served.drain.wait_idle(0.05)
+    served.release.set()
+    assert list(answers) == [b"x"]
+    assert _wait_for(lambda: not served.drain.admitted)  # the RPC ended: the call is done
+    assert served.channel.unary_unary(f"/{SERVICE}/Unary")(b"y", timeout=10) == b"y"
+    assert _wait_for(lambda: not served.drain.admitted)
 
 
-def test_a_cancelled_call_is_no_longer_admitted():
-    drain, release, returned = Drain(), threading.Event(), threading.Event()
-    server, channel = _serve(drain, release, returned)
-    try:
-        answers = channel.unary_stream(f"/{SERVICE}/Stream")(b"x", timeout=10)
-        assert next(answers) == b"x"
-        assert len(drain.admitted) == 1
-        answers.cancel()
-        assert _wait_for(lambda: not drain.admitted)
-    finally:
-        release.set()
-        channel.close()
-        server.stop(None)
+def test_a_cancelled_call_is_no_longer_admitted(served):
+    answers = served.channel.unary_stream(f"/{SERVICE}/Stream")(b"x", timeout=10)
+    assert next(answers) == b"x"
+    assert len(served.drain.admitted) == 1
+    answers.cancel()
+    assert _wait_for(lambda: not served.drain.admitted)

@@ -272,6 +272,10 @@ def strided_slice(node: TFNode, b: Builder) -> str:
             out += 1
         dim += 1
     x = node.inputs[0]
+    if spans["axes"] and not squeeze_axes and not new_axes:
+        twinned = layout.slice_(b, x, spans)
+        if twinned is not None:
+            return twinned
     if spans["axes"]:
         x = b.op(
             "Slice", [x, *(b.int64s(spans[k], k) for k in ("starts", "ends", "axes", "steps"))], rank=rank

@@ -260,8 +260,9 @@ class ClusterRunner:
         else converted and validated against the native kernels (then written to the cache)."""
         providers = options_lib.providers(self._options, self._device)
         cpu_only = all(p == "CPUExecutionProvider" for p in providers)  # its Gather checks bounds
+        block = options_lib.channel_block(self._options, providers)
         key = (
-            self._cache_key(signature, providers)
+            self._cache_key(signature, providers, block)
             if self._cache is not None and not self._native_only
             else None
         )
@@ -279,7 +280,7 @@ class ClusterRunner:
         try:
             constants = dict(zip(self._constant_inputs, self._constant_values()))
             converted = convert_cluster(
-                self._graph_def, self._inputs, self._outputs, signature, cpu_only, constants
+                self._graph_def, self._inputs, self._outputs, signature, cpu_only, constants, block
             )
             # Weights used as they are: onnxruntime shares the variables' arrays, no copy (on
             # the CPU; a GPU session copies every weight to the device anyway).
@@ -367,7 +368,7 @@ class ClusterRunner:
         values = self._constants.values(names) if names else []
         return {name: np.ascontiguousarray(v) for name, v in zip(shared, values)}
 
-    def _cache_key(self, signature: Signature, providers: list[str]) -> str:
+    def _cache_key(self, signature: Signature, providers: list[str], block: int) -> str:
         """What this cluster's converted model depends on beyond the model and the converter."""
         return self._cache.key(
             "onnx",
@@ -379,6 +380,7 @@ class ClusterRunner:
             list(signature.ranks),
             providers,
             [self._options.validate, self._options.rtol, self._options.atol],
+            block,
         )
 
     def _fall_back(self, why: str, native, inputs) -> tuple[object, list]:

@@ -43,7 +43,7 @@ from apis.tensorflow.core.framework import graph_pb2
 from runtime import dtypes, tensor_util
 from runtime.graph.graph import DecodedAttrs
 from runtime.graph.op_def import parse_input
-from runtime.onnx import text_table
+from runtime.onnx import channel_blocks, text_table
 from runtime.onnx.interface import GUARD, Signature  # noqa: F401 - Signature: converters' callers
 
 OPSET = 21
@@ -411,9 +411,12 @@ def convert_subgraph(
     signature: Signature,
     checks_bounds: bool = True,
     constants: Mapping[str, np.ndarray] | None = None,
+    channel_block: int = 0,
 ) -> onnx.ModelProto:
     """``convert_cluster``'s model with every initializer in it: a model complete by itself."""
-    converted = convert_cluster(graph_def, input_names, output_names, signature, checks_bounds, constants)
+    converted = convert_cluster(
+        graph_def, input_names, output_names, signature, checks_bounds, constants, channel_block
+    )
     for tensor in converted.model.graph.initializer:
         if tensor.name in converted.large:
             tensor.CopyFrom(numpy_helper.from_array(converted.large[tensor.name], tensor.name))
@@ -427,6 +430,7 @@ def convert_cluster(
     signature: Signature,
     checks_bounds: bool = True,
     constants: Mapping[str, np.ndarray] | None = None,
+    channel_block: int = 0,
 ) -> Converted:
     """The ONNX model of a cluster's GraphDef for one input signature (NotConvertible if none).
 
@@ -434,6 +438,8 @@ def convert_cluster(
     nodes, in the cluster's input order; ``output_names`` its output tensors (``node:i``).
     ``checks_bounds``: the model runs where Gather rejects indices past the end (the CPU).
     ``constants``: the values of its other Placeholders (weights read by name), initializers here.
+    ``channel_block``: onnxruntime's NCHWc block on this CPU, which convolutions' widths are
+    padded to (``channel_blocks.py``); 0: none.
     """
     constants = constants or {}
     b = Builder(
@@ -466,7 +472,9 @@ def convert_cluster(
             if onnx_name is not None:
                 by_tensor[f"{node.name}:{i}"] = onnx_name
         _record_shapes(b, node, results)
-    model = _model(b, graph_inputs, [by_tensor[t] for t in output_names])
+    results = [by_tensor[t] for t in output_names]
+    channel_blocks.align_channels(b, results, channel_block)
+    model = _model(b, graph_inputs, results)
     kept = {t.name for t in model.graph.initializer}
     return Converted(model, {name: array for name, array in b.large.items() if name in kept})
 

@@ -94,6 +94,18 @@ def unpadded(b: Builder, x: str, pads: dict) -> tuple[str, dict]:
     return inner, {"pads": [int(a) + int(e) for a, e in zip(own, extra)]}
 
 
+def slice_(b: Builder, x: str, spans: dict[str, list[int]]) -> str | None:
+    """A Slice of an NHWC value with an NCHW twin (``spans``: ONNX Slice's starts, ends, axes and
+    steps), on the twin: NASNet's Cropping2D, between a padding and a pooling, stays NCHW."""
+    twin = b.nchw.get(x)
+    if twin is None or b.rank(x) != 4:
+        return None
+    axes = [TO_NCHW.index(int(a) % 4) for a in spans["axes"]]
+    bounds = [b.int64s(spans[k], k) for k in ("starts", "ends")]
+    sliced = b.op("Slice", [twin, *bounds, b.int64s(axes, "axes"), b.int64s(spans["steps"], "steps")], rank=4)
+    return from_nchw(b, sliced)
+
+
 def concat(b: Builder, values: list[str], axis: int) -> str | None:
     """A channel concatenation (axis 3 or -1) of NHWC values that all have NCHW twins, on the
     twins (axis 1); None otherwise."""
@@ -109,6 +121,9 @@ def channels_to_image(b: Builder, x: str) -> str:
     return from_nchw(b, b.op("Unsqueeze", [x, b.int64s([2, 3], "axes")], rank=4))
 
 
+_GLOBAL_POOLS = {"ReduceMean": "GlobalAveragePool", "ReduceMax": "GlobalMaxPool"}
+
+
 def global_pool(b: Builder, op_type: str, x: str, axes, keep: int) -> str | None:
     """A reduction over H and W of an NHWC value with an NCHW twin: the same [N, C] from the
     twin's axes 2 and 3 (no Transpose of the whole map), or, keeping them, the twin of the
@@ -118,5 +133,7 @@ def global_pool(b: Builder, op_type: str, x: str, axes, keep: int) -> str | None
         return None
     if sorted(int(a) % 4 for a in np.asarray(axes).reshape(-1)) != [1, 2]:
         return None
+    if keep and op_type in _GLOBAL_POOLS:  # onnxruntime runs these in its blocked layout
+        return from_nchw(b, b.op(_GLOBAL_POOLS[op_type], [twin], rank=4))
     pooled = b.op(op_type, [twin, b.int64s([2, 3], "axes")], keepdims=keep, rank=4 if keep else 2)
     return from_nchw(b, pooled) if keep else pooled

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import platform
 from dataclasses import dataclass
 
 import onnxruntime as ort
@@ -52,6 +53,7 @@ class DelegationOptions:
     freeze_variables: bool = True  # variable reads become initializers when nothing writes them
     min_cluster_ops: int = 6  # smaller clusters stay native: a call costs ~ a few interpreter steps
     heavy_cluster_flops: float = 1e5  # ... unless a matmul/conv makes it this big at batch 1
+    align_channels: bool = True  # convolutions' widths padded to the NCHWc block (channel_blocks.py)
 
     def __post_init__(self):
         if self.graph_optimization_level not in _LEVELS:
@@ -88,6 +90,34 @@ def session_options(options: DelegationOptions, flops: float | None = None) -> o
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         so.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return so
+
+
+def channel_block(options: DelegationOptions, providers: list[str]) -> int:
+    """The NCHWc block convolutions' widths are padded to on these providers: onnxruntime's CPU
+    block (``cpu_channel_block``) where ``ORT_ENABLE_ALL`` lets it run its blocked kernels, else
+    0 (none: padding would only add work)."""
+    if not options.align_channels or options.graph_optimization_level != "all" or providers != [CPU]:
+        return 0
+    return cpu_channel_block()
+
+
+@functools.cache
+def cpu_channel_block() -> int:
+    """onnxruntime's NCHWc block on this CPU (``nchwc_block``)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = next((line.split() for line in cpuinfo if line.startswith("flags")), [])
+    except OSError:  # (not Linux: the x86-64 baseline)
+        flags = []
+    return nchwc_block(platform.machine(), flags)
+
+
+def nchwc_block(machine: str, cpu_flags: list[str]) -> int:
+    """onnxruntime's NCHWc block as its MLAS library picks it: 16 channels with AVX-512, 8 on
+    any other x86-64; 0 elsewhere (no blocked kernels)."""
+    if machine.lower() not in ("x86_64", "amd64"):
+        return 0
+    return 16 if "avx512f" in cpu_flags else 8
 
 
 @functools.cache

@@ -23,14 +23,12 @@ it is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from onnx import NodeProto, TensorProto, helper
-
-if TYPE_CHECKING:
-    from runtime.onnx.converter import Builder
 
 # Ops computing each channel from the same channel alone, finite for finite inputs.
 POINTWISE = frozenset(
@@ -40,6 +38,17 @@ POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool
 REDUCTIONS = frozenset({"ReduceMean", "ReduceMax", "ReduceSum"})
 SUBGRAPH_OPS = frozenset({"Loop", "If", "Scan"})  # (ONNX's ops with graph attributes)
 WORTH = 1.5  # a width is padded only where that adds at most half again: 44 -> 48, not 3 -> 16
+
+
+class Builder(Protocol):
+    """What this pass needs of ``converter.Builder`` (which calls it: no import back)."""
+
+    nodes: list[NodeProto]
+    values: Mapping  # name -> Value: its elem_type, rank and constant
+
+    def fresh(self, hint: str) -> str: ...
+    def const(self, array, hint: str = "const") -> str: ...
+    def int64s(self, values, hint: str = "ints") -> str: ...
 
 
 @dataclass(frozen=True)
@@ -114,6 +123,10 @@ class _Aligner:
 
     def give(self, node: NodeProto, layout: Layout) -> None:
         out = node.output[0]
+        if layout.width == len(layout.real) and np.array_equal(layout.real, np.arange(layout.width)):
+            if layout.axis == 1:  # (no padding: an add moved its operands to an unpadded one)
+                self.channels[out] = layout.width
+            return
         if out not in self.outputs:
             self.layouts[out] = layout
             return
@@ -191,7 +204,7 @@ def _conv(al: _Aligner, node: NodeProto, layouts: list) -> Layout | None:
         raise _Unhandled
     bias = al.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
     if group != 1 and weights.shape[1] > 1:
-        return _grouped_conv(al, node, source, weights, bias)
+        return _grouped_conv(al, node, source, weights, bias, group)
     if group != 1:  # depthwise: one filter per channel, which follows its channel's place
         if source is None:
             al.channels[node.output[0]] = weights.shape[0]
@@ -221,7 +234,9 @@ def _conv(al: _Aligner, node: NodeProto, layouts: list) -> Layout | None:
     return layout
 
 
-def _grouped_conv(al: _Aligner, node: NodeProto, source: Layout | None, weights, bias) -> Layout | None:
+def _grouped_conv(
+    al: _Aligner, node: NodeProto, source: Layout | None, weights, bias, group: int
+) -> Layout | None:
     """A grouped convolution of groups narrower than the block (RegNet's of 8 channels), with
     neighbouring groups merged into groups of one block: onnxruntime has no blocked kernel for
     narrower groups, and its plain one is 4x slower on them than the blocked one on groups of
@@ -234,7 +249,7 @@ def _grouped_conv(al: _Aligner, node: NodeProto, source: Layout | None, weights,
         and width % al.block == 0
         and al.block % channels == 0
         and al.block <= WORTH * 2 * channels  # (a merged group does block / channels times the work)
-        and outputs == len(real)
+        and outputs == len(real) == group * channels
         and np.array_equal(real, np.arange(len(real)))
     )
     if not merged:

@@ -28,6 +28,7 @@ MODEL = "keras_cnn_bn"  # a convolution, batch norms (frozen chains), one cluste
 rewrite_module = importlib.import_module("runtime.onnx.rewrite")  # what a miss runs: steps 1-4
 converters_module = importlib.import_module("runtime.onnx.converters")  # what a miss converts with
 cluster_module = sys.modules["runtime.onnx.cluster"]
+options_module = importlib.import_module("runtime.onnx.options")  # its CPU's block keys the clusters
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +187,19 @@ def test_another_converter_version_is_a_miss(manifest, tmp_path, monkeypatch):
     run_and_check(manifest, tmp_path)
     assert (delegated.calls, converted.calls) == (1, 1)
     assert len(entries(tmp_path, "plan")) == 2 and len(entries(tmp_path, "onnx")) == 2
+
+
+def test_another_channel_block_is_a_miss_for_the_clusters(manifest, tmp_path, monkeypatch):
+    """A replica on another CPU (AVX-512's block of 16 or another x86-64's 8) sharing the directory
+    converts its clusters for its own block; the graph's plan is the same for both."""
+    run_and_check(manifest, tmp_path)
+    other = 8 if options_module.cpu_channel_block() == 16 else 16
+    monkeypatch.setattr(options_module, "cpu_channel_block", lambda: other)
+    converted = Counting(monkeypatch, converters_module, "convert_cluster")
+    delegated = Counting(monkeypatch, rewrite_module, "rewrite")
+    run_and_check(manifest, tmp_path)
+    assert (delegated.calls, converted.calls) == (0, 1)
+    assert len(entries(tmp_path, "plan")) == 1 and len(entries(tmp_path, "onnx")) == 2
 
 
 def test_the_converter_version_covers_the_runtime_sources():

@@ -305,7 +305,10 @@ class StepBuilder:
             out_slots.append(self.new_slot())
             self.slot_of[tensor] = out_slots[-1]
             self.ref_out[tensor] = index < len(refs) and refs[index]
-        if op in self.controlled:
+        # A constant nothing gates is a value of the plan, no step, and never dead: a control
+        # edge from it orders nothing (a frozen Keras graph's NoOp waits on every weight).
+        inert = kernel.constant and not op.control_inputs and not multi
+        if op in self.controlled and not inert:
             self.control_slot[op] = self.new_slot()
         # A control input from outside this frame has no slot here: its frame's step orders it.
         dead_inputs = inputs + tuple(
@@ -313,8 +316,8 @@ class StepBuilder:
         )
         outputs = tuple(out_slots) if multi else (out_slots[0] if out_slots else _SCRATCH)
         call = _grouped(kernel.call, signature, op)
-        if kernel.constant and not op.control_inputs and op not in self.controlled and not multi:
-            if outputs != _SCRATCH:  # a value of the plan, no step (never dead: nothing gates it)
+        if inert:
+            if outputs != _SCRATCH:
                 try:
                     self.constants[outputs] = call()
                 except Exception as exc:  # a Const's value TF's import would refuse: name the node

@@ -13,7 +13,7 @@ import pytest
 
 from apis.tensorflow.core.protobuf import config_pb2
 from loader import load_saved_model
-from runtime import Session, dtypes, errors
+from runtime import Graph, Session, dtypes, errors
 from runtime.execution.interpreter import fetched_values, run_plan
 from runtime.onnx import DelegationOptions, propose_clusters, runner_of
 from runtime.onnx import cluster as cluster_lib
@@ -117,6 +117,63 @@ def test_plans_that_are_not_one_step_from_feeds_to_fetches_are_not_direct():
     # Not every input fed: the placeholder runs as its own step and fails as TF does.
     with pytest.raises(errors.InvalidArgumentError, match="must feed a value for placeholder"):
         session.run("e:0", {"x:0": x})
+
+
+def _waits_on_weights(*gate) -> Graph:
+    """A frozen Keras graph's shape: a NoOp waits on every weight (its control edges, left from
+    the variable reads), and the output on the NoOp; ``gate``: nodes, the last of which the last
+    weight waits on."""
+    weights = [const(f"w{i}", np.eye(2) * (i + 2)) for i in range(3)]
+    if gate:
+        weights[-1].input.append(f"^{gate[-1].name}")
+    return graph(
+        *gate,
+        node("x", "Placeholder", dtype=F),
+        *weights,
+        node("h0", "MatMul", "x", "w0", T=F),
+        node("h1", "MatMul", "h0", "w1", T=F),
+        node("h2", "MatMul", "h1", "w2", T=F),
+        node("done", "NoOp", "^w0", "^w1", "^w2"),
+        node("y", "Identity", "h2", "^done", T=F),
+    )
+
+
+def test_control_edges_from_constants_cost_no_steps():
+    """Weights that only order a NoOp are values of the plan, not steps: the native plan is the
+    three MatMuls, the NoOp and the Identity waiting on it, and the delegated one a single direct call (in NASNetMobile's
+    frozen graph 1126 Const steps ran on every call: 1 ms at batch 1)."""
+    x = np.float32([[1, 2]])
+    with Session(graph=_waits_on_weights()) as native:
+        plan = _plan(native, ["y:0"], ["x:0"])
+        assert sorted(step.op.type for step in plan.steps) == [
+            "Identity",
+            "MatMul",
+            "MatMul",
+            "MatMul",
+            "NoOp",
+        ]
+        np.testing.assert_allclose(native.run("y:0", {"x:0": x}), x * 24)
+    delegated = delegated_session(_waits_on_weights())
+    assert _plan(delegated, ["y:0"], ["x:0"]).direct is not None
+    np.testing.assert_allclose(delegated.run("y:0", {"x:0": x}), x * 24)
+
+
+def test_a_constant_gated_by_a_branch_is_dead_where_the_branch_is_not_taken():
+    """A TF1 cond's constants wait on its pivots: they keep their steps, and the Merge takes the
+    branch the predicate picks."""
+    g = graph(
+        node("x", "Placeholder", dtype=F),
+        node("p", "Placeholder", dtype=dtypes.DT_BOOL),
+        node("s", "Switch", "x", "p", T=F),
+        node("pivot_f", "Identity", "s", T=F),
+        node("pivot_t", "Identity", "s:1", T=F),
+        node("if_false", "Const", "^pivot_f", dtype=F, value=np.float32(2)),
+        node("if_true", "Const", "^pivot_t", dtype=F, value=np.float32(1)),
+        node("m", "Merge", "if_true", "if_false", T=F, N=2),
+    )
+    with Session(graph=g) as session:
+        for predicate, want in ((True, 1), (False, 2)):
+            assert session.run("m:0", {"x:0": np.float32(0), "p:0": predicate}) == want
 
 
 def test_native_single_step_plan_is_direct_not_quiet_and_names_the_failing_node():

@@ -25,7 +25,7 @@ import numpy as np
 import onnxruntime as ort
 
 from apis.tensorflow.core.framework import graph_pb2
-from runtime import dtypes, errors
+from runtime import dtypes, errors, tensor_util
 from runtime.execution.function import FunctionLibraryRuntime
 from runtime.execution.gc_pause import gc_paused
 from runtime.execution.interpreter import fetched, run_plan
@@ -35,7 +35,7 @@ from runtime.kernels.registry import kernel
 from runtime.kernels.resources import ResourceMgr
 from runtime.onnx import options as options_lib
 from runtime.onnx import text_table
-from runtime.onnx.interface import CLUSTER_OP, Signature
+from runtime.onnx.interface import CLUSTER_OP, Signature, conforms, declared_shapes
 from runtime.onnx.session_runs import NO_PLAN_RUN, Unguarded, contiguous, fast_run, guarded, picked_run
 
 logger = logging.getLogger(__name__)
@@ -83,6 +83,7 @@ class ClusterRunner:
         self._report = report
         self._flops = flops
         self._compiled: dict[tuple, object] = {}  # ((dtype, ndim) per input) -> session | _NATIVE
+        self._signatures: dict[tuple, Signature] = {}  # the same keys -> what each was compiled for
         # The hot path's table: ((dtype, ndim) per input) -> the compiled session's run, for
         # signatures that compiled and validated (never filled once the cluster is native only).
         self._runs: dict[tuple, object] = {}
@@ -96,6 +97,7 @@ class ClusterRunner:
         self._lock = threading.Lock()
         self.providers: list[str] = []
         self._constant_inputs, self._constant_names, self._constants = constants or ([], [], None)
+        self._static_shapes = _static_shapes(self._graph_def, input_names)
 
     def __call__(self, *inputs):
         # The hot path: non-empty ndarrays of a signature already compiled (onnxruntime copies
@@ -161,22 +163,26 @@ class ClusterRunner:
         (position,) = args
         names = [self._fetch_names[i] for i in picks]
         cell = [NO_PLAN_RUN]  # [(dtype, ndim, *picked_run)]: one tuple, swapped whole
-        learned: dict[tuple, tuple] = {}  # (dtype, ndim) -> what ``cell`` holds for it
+        learned: dict[tuple, tuple] = {}  # (dtype, ndim) -> (its session, what ``cell`` holds)
         ndarray = np.ndarray
 
         def learn(feed_values):
             """``general``'s run; then, if its signature compiled and validated (``_runs`` is
-            filled after ``_compiled``), that signature's run becomes the fast one."""
+            filled after ``_compiled``), that signature's run becomes the fast one (again where
+            it was compiled again: ``_undeclared``)."""
             outputs = general(feed_values)
             x = feed_values[position]
             if type(x) is ndarray and x.size:
                 signature = (x.dtype, x.ndim)
-                entry = learned.get(signature)
-                if entry is None and (signature,) in self._runs:
+                if (signature,) in self._runs:
                     session = self._compiled[(signature,)]
-                    entry = learned[signature] = (*signature, *picked_run(session, names, picks))
-                if entry is not None:
-                    cell[0] = entry
+                    entry = learned.get(signature)
+                    if entry is None or entry[0] is not session:
+                        entry = learned[signature] = (
+                            session,
+                            (*signature, *picked_run(session, names, picks)),
+                        )
+                    cell[0] = entry[1]
             return outputs
 
         def plan_run(feed_values):
@@ -189,7 +195,7 @@ class ClusterRunner:
             try:
                 outputs = run(fetches, {"input_0": x}, None)
             except Exception:  # noqa: BLE001 - any failure: ``general`` answers (TF's error, or native)
-                return general(feed_values)
+                return learn(feed_values)
             if guarded and outputs.pop() < 0:  # TF's kernels answer these inputs
                 return general(feed_values)
             index = 0
@@ -213,7 +219,11 @@ class ClusterRunner:
 
     def _after_failure(self, inputs, exc: Exception):
         """The native run of inputs onnxruntime failed on: TF's error where the input is bad (no
-        warning: a bad request is the client's), else its outputs and a warning."""
+        warning: a bad request is the client's), else its outputs and a warning. Inputs that
+        break the static shapes declared to onnxruntime compile their signature again instead."""
+        undeclared = self._undeclared(inputs)
+        if undeclared is not None:
+            return self._result(undeclared)
         outputs = self._run_native(inputs)
         logger.warning("onnxruntime cluster %s failed on this run, ran natively: %s", self.name, exc)
         return self._result(outputs)
@@ -239,17 +249,38 @@ class ClusterRunner:
                 entry = self._compiled.get(key)
                 if entry is None:
                     signature = Signature(
-                        tuple(dtypes.from_numpy(x.dtype) for x in inputs), tuple(x.ndim for x in inputs)
+                        tuple(dtypes.from_numpy(x.dtype) for x in inputs),
+                        tuple(x.ndim for x in inputs),
+                        declared_shapes(self._static_shapes, inputs),
                     )
-                    with gc_paused():  # (converting allocates much and frees little)
-                        entry, results = self._compile(signature, inputs)
-                    self._compiled[key] = entry
-                    if entry is not _NATIVE and not self._native_only:
-                        self._runs[key] = fast_run(entry, self._fetch_names)
-                    return self._result(results)
+                    return self._result(self._install(key, signature, inputs))
             if entry is not _NATIVE and not self._native_only:
                 return self._call_slow(inputs)
         return self._result(self._run_native(inputs))
+
+    def _install(self, key: tuple, signature: Signature, inputs: list) -> list:
+        """Compiles ``signature`` for the inputs of ``key`` (under the lock), makes it the hot
+        path's, and returns this first run's outputs."""
+        with gc_paused():  # (converting allocates much and frees little)
+            entry, results = self._compile(signature, inputs)
+        self._compiled[key], self._signatures[key] = entry, signature
+        if entry is not _NATIVE and not self._native_only:
+            self._runs[key] = fast_run(entry, self._fetch_names)
+        return results
+
+    def _undeclared(self, inputs: list) -> list | None:
+        """The outputs of inputs whose shapes break the static shapes their signature was
+        compiled with (TF's C++ Session runs them: it does not check feeds against static
+        shapes), compiled again with no dims declared; None for any other inputs."""
+        key = tuple([(x.dtype, x.ndim) for x in inputs])
+        with self._lock:
+            signature = self._signatures.get(key)
+            if signature is None or all(conforms(s, x.shape) for s, x in zip(signature.shapes, inputs)):
+                return None
+            logger.info("onnxruntime cluster %s: an input breaks its static shape; compiled again", self.name)
+            results = self._install(key, Signature(signature.dtypes, signature.ranks), inputs)
+            self._last, self._last_two = (None, -1, None), (None, -1, None, -1, None)
+            return results
 
     def _result(self, outputs):
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -378,6 +409,7 @@ class ClusterRunner:
             self._constant_names,
             list(signature.dtypes),
             list(signature.ranks),
+            [None if s is None else list(s) for s in signature.shapes],
             providers,
             [self._options.validate, self._options.rtol, self._options.atol],
             block,
@@ -437,6 +469,20 @@ _RUNNERS_LOCK = threading.Lock()
 # Per delegation key (every cluster node carries it): its options, report, (weakly: the Session
 # owns them) cluster constants and cluster cache, for runners attached late (in function bodies).
 _CONTEXTS: dict[str, tuple] = {}
+
+
+def _static_shapes(graph_def: graph_pb2.GraphDef, input_names: list[str]) -> list[tuple | None]:
+    """TF's static shape of each cluster input (its Placeholder's ``_output_shapes``, which
+    partitioning records), None where unknown."""
+    placeholders = {n.name: n for n in graph_def.node if n.op == "Placeholder"}
+    shapes = []
+    for name in input_names:
+        node = placeholders.get(name)
+        known = node is not None and "_output_shapes" in node.attr and node.attr["_output_shapes"].list.shape
+        shapes.append(
+            tensor_util.shape_from_proto(node.attr["_output_shapes"].list.shape[0]) if known else None
+        )
+    return shapes
 
 
 def register_context(

@@ -457,7 +457,9 @@ def convert_cluster(
             elem, rank = onnx_type(signature.dtypes[i]), signature.ranks[i]
             onnx_name = f"input_{i}"
             b.values[onnx_name] = Value(elem, rank)
-            graph_inputs.append(helper.make_tensor_value_info(onnx_name, elem, [None] * rank))
+            declared = signature.shapes[i] if signature.shapes else None
+            dims = list(declared) if declared is not None and len(declared) == rank else [None] * rank
+            graph_inputs.append(helper.make_tensor_value_info(onnx_name, elem, dims))
             b.graph_inputs = graph_inputs
             by_tensor[f"{node.name}:0"] = onnx_name
             _record_shapes(b, node, [onnx_name])

@@ -115,6 +115,14 @@ def shape_from_proto(shape: tensor_shape_pb2.TensorShapeProto) -> tuple[int | No
     return tuple(d.size if d.size >= 0 else None for d in shape.dim)
 
 
+def conforms(static: tuple | None, shape: tuple) -> bool:
+    """Whether a value of ``shape`` satisfies the static shape ``static`` (a tuple with None for
+    unknown dims, or None for an unknown rank)."""
+    if static is None:
+        return True
+    return len(static) == len(shape) and all(d is None or d == n for d, n in zip(static, shape))
+
+
 def make_ndarray(tensor: tensor_pb2.TensorProto, *, max_bytes: int = MAX_EXPANDED_BYTES) -> np.ndarray:
     """The numpy value of a TensorProto; InvalidArgumentError when the proto is inconsistent."""
     dtype = tensor.dtype

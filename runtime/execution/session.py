@@ -33,7 +33,7 @@ from runtime.execution.planner import build_plan
 from runtime.graph.device import LOCAL_CPU
 from runtime.graph.graph import Graph, Operation, Tensor, get_default_graph
 from runtime.kernels.resources import ResourceMgr
-from runtime.tensor_util import as_bytes_array
+from runtime.tensor_util import as_bytes_array, conforms
 
 _MAX_PLANS = 256
 
@@ -334,13 +334,10 @@ def _feed_value(tensor: Tensor, dtype: int | None, value, check_shape: bool = Tr
         array = np.asarray(value, dtype=np_dtype)
         if dtypes.base_dtype(dtype) == dtypes.DT_STRING:
             array = as_bytes_array(array)  # TF's kernels see bytes
-    shape = tensor.shape if check_shape else None
-    if shape is not None and (
-        len(shape) != array.ndim or any(d is not None and d != a for d, a in zip(shape, array.shape))
-    ):
+    if check_shape and not conforms(tensor.shape, array.shape):
         raise ValueError(
             f"Cannot feed value of shape {array.shape} for Tensor {tensor.name}, which has shape "
-            f"{_shape_str(shape)}"
+            f"{_shape_str(tensor.shape)}"
         )
     return array
 

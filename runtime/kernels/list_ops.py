@@ -20,6 +20,7 @@ import numpy as np
 from runtime import dtypes
 from runtime.kernels.math_ops import invalid, shape_str
 from runtime.kernels.registry import kernel
+from runtime.tensor_util import conforms
 
 
 class TensorList(NamedTuple):
@@ -62,12 +63,6 @@ def _merge(a: tuple | None, b: tuple | None) -> tuple | None:
     return tuple(merged)
 
 
-def _compatible(shape: tuple, expected: tuple | None) -> bool:
-    if expected is None:
-        return True
-    return len(shape) == len(expected) and all(e is None or e == d for d, e in zip(shape, expected))
-
-
 def _check_list(handle, element_dtype: int | None = None) -> TensorList:
     if not isinstance(handle, TensorList):
         raise invalid(f"Input handle is not a list. Saw: '{type(handle).__name__}'")
@@ -80,7 +75,7 @@ def _check_list(handle, element_dtype: int | None = None) -> TensorList:
 
 
 def _check_item(lst: TensorList, item: np.ndarray) -> None:
-    if not _compatible(item.shape, lst.element_shape):
+    if not conforms(lst.element_shape, item.shape):
         raise invalid(
             f"Tried to set a tensor with incompatible shape at a list index. Item element shape: "
             f"{shape_str(item.shape)} list shape: {_shape_text(lst.element_shape)}"
@@ -150,7 +145,7 @@ def tensor_list_from_tensor(tensor, element_shape, *, element_dtype):
     if tensor.ndim < 1:
         raise invalid(f"Tensor must be at least a vector, but saw shape: {shape_str(tensor.shape)}")
     shape = _shape_from_tensor(element_shape)
-    if not _compatible(tensor.shape[1:], shape):
+    if not conforms(shape, tensor.shape[1:]):
         raise invalid(
             f"Specified a list with shape {_shape_text(shape)} from a tensor with shape {shape_str(tensor.shape[1:])}"
         )
@@ -216,7 +211,7 @@ class _StackedItems(tuple):
 def _uniform(items: list, lst: TensorList) -> bool:
     """Every item an array of one shape and dtype, which fits the list's element shape."""
     first = items[0]
-    if type(first) is not np.ndarray or not _compatible(first.shape, lst.element_shape):
+    if type(first) is not np.ndarray or not conforms(lst.element_shape, first.shape):
         return False
     shape, dtype = first.shape, first.dtype
     return all(type(x) is np.ndarray and x.shape == shape and x.dtype == dtype for x in items)
@@ -235,7 +230,7 @@ def set_items(input_handle, indices, items, *, element_dtype) -> TensorList:
         stacked is not None
         and len(items) == len(lst.items) > 1
         and stacked.dtype == dtypes.as_numpy_dtype(lst.element_dtype)
-        and _compatible(stacked.shape[1:], lst.element_shape)
+        and conforms(lst.element_shape, stacked.shape[1:])
         and positions == list(range(len(items)))
     ):  # every item set by this write: the list is that array
         return lst._replace(items=_held(stacked))
@@ -412,7 +407,7 @@ def tensor_list_scatter_into_existing_list(input_handle, tensor, indices, *, ele
     lst = _check_list(input_handle, element_dtype)
     tensor = np.asarray(tensor)
     indices = np.asarray(indices).reshape(-1)
-    if not _compatible(tensor.shape[1:], lst.element_shape):
+    if not conforms(lst.element_shape, tensor.shape[1:]):
         raise invalid(
             f"Tried to scatter a tensor with element shape {shape_str(tensor.shape[1:])} into a list with "
             f"element shape {_shape_text(lst.element_shape)}"

@@ -18,6 +18,7 @@ import numpy as np
 from runtime import dtypes
 from runtime.kernels.math_ops import invalid, shape_str
 from runtime.kernels.registry import kernel
+from runtime.tensor_util import conforms
 
 _FLOW = np.float32(0)
 _CLEARED = object()
@@ -28,12 +29,6 @@ def _text(shape: tuple | None) -> str:
     if shape is None:
         return "<unknown>"
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
-
-
-def _compatible(shape: tuple, expected: tuple | None) -> bool:
-    if expected is None:
-        return True
-    return len(shape) == len(expected) and all(e is None or e == d for d, e in zip(shape, expected))
 
 
 def _defined(shape: tuple | None) -> bool:
@@ -70,7 +65,7 @@ class TensorArray:
                     f"Tried to write to index {index} but array is not resizeable and size is: {len(self.items)}"
                 )
             self.items.extend([None] * (index + 1 - len(self.items)))
-        if not _compatible(value.shape, self.element_shape):
+        if not conforms(self.element_shape, value.shape):
             raise self.error(
                 f"Could not write to TensorArray index {index} because the value shape is "
                 f"{shape_str(value.shape)} which is incompatible with the TensorArray's inferred element "

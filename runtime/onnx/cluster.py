@@ -25,7 +25,7 @@ import numpy as np
 import onnxruntime as ort
 
 from apis.tensorflow.core.framework import graph_pb2
-from runtime import dtypes, errors, tensor_util
+from runtime import dtypes, errors
 from runtime.execution.function import FunctionLibraryRuntime
 from runtime.execution.gc_pause import gc_paused
 from runtime.execution.interpreter import fetched, run_plan
@@ -35,8 +35,9 @@ from runtime.kernels.registry import kernel
 from runtime.kernels.resources import ResourceMgr
 from runtime.onnx import options as options_lib
 from runtime.onnx import text_table
-from runtime.onnx.interface import CLUSTER_OP, Signature, conforms, declared_shapes
+from runtime.onnx.interface import CLUSTER_OP, Signature, declared_shapes
 from runtime.onnx.session_runs import NO_PLAN_RUN, Unguarded, contiguous, fast_run, guarded, picked_run
+from runtime.tensor_util import conforms, shape_from_proto
 
 logger = logging.getLogger(__name__)
 
@@ -478,10 +479,12 @@ def _static_shapes(graph_def: graph_pb2.GraphDef, input_names: list[str]) -> lis
     shapes = []
     for name in input_names:
         node = placeholders.get(name)
-        known = node is not None and "_output_shapes" in node.attr and node.attr["_output_shapes"].list.shape
-        shapes.append(
-            tensor_util.shape_from_proto(node.attr["_output_shapes"].list.shape[0]) if known else None
+        recorded = (
+            node.attr["_output_shapes"].list.shape
+            if node is not None and "_output_shapes" in node.attr
+            else []
         )
+        shapes.append(shape_from_proto(recorded[0]) if recorded else None)
     return shapes
 
 

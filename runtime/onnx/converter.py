@@ -458,7 +458,7 @@ def convert_cluster(
             onnx_name = f"input_{i}"
             b.values[onnx_name] = Value(elem, rank)
             declared = signature.shapes[i] if signature.shapes else None
-            dims = list(declared) if declared is not None and len(declared) == rank else [None] * rank
+            dims = [None] * rank if declared is None else list(declared)  # (of this rank: it conformed)
             graph_inputs.append(helper.make_tensor_value_info(onnx_name, elem, dims))
             b.graph_inputs = graph_inputs
             by_tensor[f"{node.name}:0"] = onnx_name

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from runtime.tensor_util import conforms
+
 CLUSTER_OP = "_OrtCluster"
 GUARD = "guard"  # the model's last output where converters added guards (``Builder.guard``)
 
@@ -39,13 +41,6 @@ def declared_shapes(static: list, inputs: list) -> tuple:
     return tuple(
         shape if shape is not None and conforms(shape, x.shape) else None for shape, x in zip(static, inputs)
     )
-
-
-def conforms(declared: tuple | None, shape: tuple) -> bool:
-    """Whether an array of ``shape`` satisfies ``declared`` (None: anything)."""
-    if declared is None:
-        return True
-    return len(declared) == len(shape) and all(d is None or d == n for d, n in zip(declared, shape))
 
 
 def signature_pairs(signatures: Iterable) -> list:

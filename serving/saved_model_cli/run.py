@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from loader import load_saved_model
+from runtime.tensor_util import conforms
 from serving.saved_model_cli import inputs, reading
 from serving.saved_model_cli.errors import CliError
 
@@ -66,9 +67,7 @@ def _check_feed_shapes(graph, feed_dict: dict) -> None:
     for name, value in feed_dict.items():
         shape = graph.get_tensor_by_name(name).shape
         actual = np.shape(value) if not isinstance(value, np.ndarray) else value.shape
-        if shape is not None and (
-            len(shape) != len(actual) or any(d is not None and d != a for d, a in zip(shape, actual))
-        ):
+        if not conforms(shape, actual):
             raise CliError(
                 f"Cannot feed value of shape {tuple(actual)} for Tensor {name}, which has shape {tuple(shape)}"
             )

@@ -15,8 +15,9 @@ import pytest
 from runtime import Graph, Session
 from runtime.onnx import DelegationOptions, convert_subgraph, runner_of
 from runtime.onnx.converter import Signature
-from runtime.onnx.interface import conforms, declared_shapes
+from runtime.onnx.interface import declared_shapes
 from runtime.onnx.options import CPU, cpu_channel_block
+from runtime.tensor_util import conforms
 from tests.runtime.onnx.test_channel_blocks import FETCHES, F, _close, cell
 
 RNG = np.random.default_rng(11)

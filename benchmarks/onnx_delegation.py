@@ -10,7 +10,8 @@ same feeds in the same run:
 - raw onnxruntime on tf2onnx's conversion of the whole signature (``tf2onnx_baseline.py``: tf2onnx
   1.17 in the oracle venv ``tf215``, opset 17, cached under ``.oracle/bench/tf2onnx``), with our
   delegation's session options and its per-cluster thread rule applied to the whole model (one
-  intra-op thread below ``small_cluster_flops`` at batch 1, onnxruntime's default pool above).
+  intra-op thread below ``small_cluster_flops`` at batch 1, or ``small_kernel_flops`` per matmul
+  or convolution; onnxruntime's default pool above).
   Its outputs must match our native kernels' (the case's tolerance, at least our delegation's
   validation tolerance) before it is timed. A model tf2onnx cannot convert or onnxruntime cannot
   run, or whose outputs differ, shows "-" and one line saying why.
@@ -54,6 +55,7 @@ from loader import load_saved_model  # noqa: E402
 from runtime import tensor_util  # noqa: E402
 from runtime.kernels.blas import set_blas_threads  # noqa: E402
 from runtime.onnx.options import DelegationOptions  # noqa: E402
+from runtime.onnx.partition import HEAVY  # noqa: E402
 from tests.oracle import catalog, corpus  # noqa: E402
 
 TF_PYTHON = REPO_ROOT / ".oracle" / "tf221" / "bin" / "python"
@@ -262,8 +264,10 @@ def raw_session(signature, converted: Path | str, report) -> tf2onnx_baseline.Ra
     if isinstance(converted, str):
         return f"tf2onnx: {converted}"
     flops = sum(c.flops for c in report.clusters) + report.native_flops  # at batch 1
+    heavy = sum(n for c in report.clusters for t, n in c.op_types.items() if t in HEAVY)
+    heavy += sum(t in HEAVY for t, _ in report.native.values())
     try:
-        return tf2onnx_baseline.RawSession(converted, signature, flops)
+        return tf2onnx_baseline.RawSession(converted, signature, flops, heavy)
     except Exception as exc:  # noqa: BLE001 - tf2onnx's model is not ours to fix
         return f"onnxruntime cannot load tf2onnx's model: {short(str(exc))}"
 
@@ -306,7 +310,8 @@ def print_table(jobs: list[dict], seconds: float, margin: float) -> None:
     print(
         "raw ORT runs with our clusters' session options: sequential execution, every graph "
         "optimization, spinning off, onnxruntime's default intra-op pool (one thread below "
-        f"{DelegationOptions.small_cluster_flops:g} estimated FLOPs at batch 1)"
+        f"{DelegationOptions.small_cluster_flops:g} estimated FLOPs at batch 1, or "
+        f"{DelegationOptions.small_kernel_flops:g} per matmul or convolution)"
     )
     print(
         f"{'model':<32} {'batch':>5} {'TF ms':>8} {'native ms':>10} {'deleg ms':>9} {'raw ORT ms':>10} "

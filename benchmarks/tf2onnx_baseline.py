@@ -105,13 +105,16 @@ class RawSession:
 
     Session options are our delegation's (``session_options`` with default ``DelegationOptions``:
     sequential execution, every graph optimization, spinning off) with the thread rule our
-    delegation applies per cluster applied to the whole model: one intra-op thread below
-    ``small_cluster_flops`` estimated FLOPs at batch 1, onnxruntime's default pool otherwise.
+    delegation applies per cluster (``single_threaded``) applied to the whole model's estimated
+    FLOPs and matmuls and convolutions at batch 1: one intra-op thread below ``small_cluster_flops``
+    in all or ``small_kernel_flops`` per matmul or convolution, onnxruntime's default pool otherwise.
     """
 
-    def __init__(self, path: Path, signature, flops: float):
+    def __init__(self, path: Path, signature, flops: float, heavy_ops: int = 0):
         self.session = ort.InferenceSession(
-            str(path), session_options(DelegationOptions(), flops), providers=["CPUExecutionProvider"]
+            str(path),
+            session_options(DelegationOptions(), flops, heavy_ops),
+            providers=["CPUExecutionProvider"],
         )
         self.input_names = _by_key(signature.inputs, [i.name for i in self.session.get_inputs()])
         outputs = _by_key(signature.outputs, [o.name for o in self.session.get_outputs()])

@@ -61,8 +61,10 @@ class ClusterRunner:
         native_subgraph: bytes = b"",
         constants: tuple[list[str], list[str], object] | None = None,
         cache=None,
+        heavy_ops: int = 0,
     ):
-        """``constants``: (placeholders of the subgraph, the ops of the Session's graph whose values
+        """``flops`` and ``heavy_ops`` (its matmuls and convolutions) size its thread pool.
+        ``constants``: (placeholders of the subgraph, the ops of the Session's graph whose values
         they take, the ``ClusterConstants`` that knows those values), for weights read by name.
         ``cache``: the ``ClusterCache`` converted models are read from and written to."""
         self.name = name
@@ -82,7 +84,7 @@ class ClusterRunner:
         self._options = options
         self._device = device
         self._report = report
-        self._flops = flops
+        self._flops, self._heavy_ops = flops, heavy_ops
         self._compiled: dict[tuple, object] = {}  # ((dtype, ndim) per input) -> session | _NATIVE
         self._signatures: dict[tuple, Signature] = {}  # the same keys -> what each was compiled for
         # The hot path's table: ((dtype, ndim) per input) -> the compiled session's run, for
@@ -358,7 +360,7 @@ class ClusterRunner:
         initializers that are in no file (``Converted.large``), which onnxruntime copies;
         ``shared``: those it uses in place (prepacking aside), never copied, never read from a
         file: arrays the session keeps alive."""
-        so = options_lib.session_options(self._options, self._flops)
+        so = options_lib.session_options(self._options, self._flops, self._heavy_ops)
         values = {name: ort.OrtValue.ortvalue_from_numpy(array) for name, array in (held_out or {}).items()}
         if values:
             so.add_external_initializers(list(values), list(values.values()))
@@ -521,6 +523,7 @@ def attach(
         attr["native_subgraph"].s if "native_subgraph" in attr else b"",
         named,
         cache,
+        attr["heavy_ops"].i if "heavy_ops" in attr else 0,
     )
     with _RUNNERS_LOCK:
         _RUNNERS[op] = runner

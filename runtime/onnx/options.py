@@ -45,6 +45,7 @@ class DelegationOptions:
     enable_mem_arena: bool = True
     allow_spinning: bool = False  # spinning pools steal cores from concurrent requests
     small_cluster_flops: float = 2e6  # below this (at batch 1), a cluster runs on one thread
+    small_kernel_flops: float = 1e5  # ... as does one whose matmuls and convolutions average below this
     use_gpu: bool = True  # the CUDA provider where onnxruntime-gpu and a GPU are present
     log_device_placement: bool = False
     validate: bool = True  # compare each cluster's first run with the native kernels
@@ -73,14 +74,17 @@ class DelegationOptions:
         return dataclasses.replace(self, **changes) if changes else self
 
 
-def session_options(options: DelegationOptions, flops: float | None = None) -> ort.SessionOptions:
-    """onnxruntime's options for one cluster; ``flops`` (estimated at batch 1) sizes its threads."""
+def session_options(
+    options: DelegationOptions, flops: float | None = None, heavy_ops: int = 0
+) -> ort.SessionOptions:
+    """onnxruntime's options for one cluster; its ``flops`` and the number of its matmuls and
+    convolutions (``heavy_ops``), estimated at batch 1, size its threads (``single_threaded``)."""
     so = ort.SessionOptions()
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     if options.intra_op_threads:
         so.intra_op_num_threads = options.intra_op_threads
-    elif flops is not None and flops < options.small_cluster_flops:
-        so.intra_op_num_threads = 1  # a thread pool's hand-offs cost more than a small cluster
+    elif single_threaded(options, flops, heavy_ops):
+        so.intra_op_num_threads = 1
     if options.inter_op_threads:
         so.inter_op_num_threads = options.inter_op_threads
     so.graph_optimization_level = _LEVELS[options.graph_optimization_level]
@@ -90,6 +94,18 @@ def session_options(options: DelegationOptions, flops: float | None = None) -> o
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         so.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return so
+
+
+def single_threaded(options: DelegationOptions, flops: float | None, heavy_ops: int = 0) -> bool:
+    """Whether a cluster's work at batch 1 is too small to pay for a thread pool's hand-offs, with
+    spinning off a wake-up per parallel kernel: in all (``small_cluster_flops``), or per matmul
+    and convolution (``small_kernel_flops``: NASNetMobile's 357 average 65 kFLOPs, a few µs each).
+    One thread then also leaves the other cores to concurrent requests."""
+    if flops is None:
+        return False
+    return flops < options.small_cluster_flops or (
+        heavy_ops > 0 and flops / heavy_ops < options.small_kernel_flops
+    )
 
 
 def channel_block(options: DelegationOptions, providers: list[str]) -> int:

@@ -516,7 +516,8 @@ def _fuse_one(graph: Graph, cluster: Cluster, frozen, consumers, by_name: bool):
     if named:
         fused.attr["constant_names"].list.s.extend(n.encode() for n in named)
         fused.attr["constant_inputs"].list.s.extend(n.encode() for n in named.values())
-    fused.attr["flops"].f = sum(estimate_flops(op) for op in ops)  # sizes the thread pool
+    fused.attr["flops"].f = sum(estimate_flops(op) for op in ops)  # with heavy_ops, sizes the thread pool
+    fused.attr["heavy_ops"].i = sum(op.type in HEAVY for op in ops)
     fused.attr["device"].s = _common_device([op.device for op in ops]).encode()
     fused.attr["Tin"].list.type.extend(_dtype(graph, t) for t in inputs)
     fused.attr["Tout"].list.type.extend(_dtype(graph, t) for t in outputs)

@@ -206,6 +206,8 @@ _MATRIX_ELEMENTS = 1 << 22  # 16 MiB of float32 at most for the matrix form's pe
 # A strided window einsum steps C values at a time: up to this many channels the phases' rows
 # (``_depthwise_phases``) are 1.2-3x faster; beyond, the extra copy and passes cost more.
 _PHASED_CHANNELS = 48
+_POOL_GROUPED_ABOVE = 8 << 20  # bytes: a larger pooling input goes image group by image group
+_POOL_GROUP_BYTES = 2 << 20  # ... of about this much (an L2 cache)
 
 
 def _depthwise_windows(xp: np.ndarray, w: np.ndarray, strides, dilations, outs) -> np.ndarray:
@@ -427,12 +429,24 @@ def _pool(value, ksize, strides, padding, data_format, n_spatial, kind, explicit
     if kind == "max":
         # TF's max pooling starts from lowest() and skips NaN (a < b ? b : a): fmax from the
         # finite lowest, which a window of NaN or of padding only keeps.
-        result = _pool_separable(xl, passes, np.fmax, _finite_lowest(value.dtype))
+        lowest = _finite_lowest(value.dtype)
+        result = _by_image_groups(xl, lambda x: _pool_separable(x, passes, np.fmax, lowest))
         return _channels_back(out(result, value.dtype), data_format)
     acc = _accumulate_dtype(value.dtype)
-    result = _pool_separable(xl.astype(acc, copy=False), passes, np.add, 0)
+    result = _by_image_groups(xl, lambda x: _pool_separable(x.astype(acc, copy=False), passes, np.add, 0))
     result /= counts.astype(acc, copy=False)  # SAME windows average the valid elements only
     return _channels_back(out(result, value.dtype), data_format)
+
+
+def _by_image_groups(x, pool):
+    """``pool(x)``, over groups of images of about ``_POOL_GROUP_BYTES`` where ``x`` is larger
+    than ``_POOL_GROUPED_ABOVE``: each pass of a separable pooling reads what the last wrote, which
+    stays in the L2 cache for a group but not for the batch (Xception's first MaxPool at batch 32,
+    18 MB: 5.5 -> 3.6 ms)."""
+    if x.nbytes <= _POOL_GROUPED_ABOVE or len(x) < 2:
+        return pool(x)
+    step = max(1, _POOL_GROUP_BYTES // max(1, x[0].nbytes))
+    return np.concatenate([pool(x[i : i + step]) for i in range(0, len(x), step)])
 
 
 @functools.lru_cache(maxsize=256)

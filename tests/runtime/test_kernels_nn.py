@@ -122,6 +122,42 @@ def test_separable_pooling_equals_one_reduction_per_window(shape, kernel, stride
     )
 
 
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize(
+    "shape,ksize,strides",
+    [
+        ((7, 9, 9, 5), [1, 3, 3, 1], [1, 2, 2, 1]),  # groups of 2 images, the last one alone
+        ((5, 4, 6, 6, 3), [1, 2, 3, 2, 1], [1, 1, 2, 2, 1]),  # 3-D
+    ],
+)
+def test_pooling_by_image_groups_equals_pooling_the_batch(monkeypatch, kind, shape, ksize, strides):
+    # The grouped form (a batch larger than the L2 cache) against the whole batch in one go.
+    from runtime.kernels import conv_ops
+
+    x = RNG.standard_normal(shape).astype(np.float16 if kind == "avg" else np.float32)
+    x.reshape(-1)[::11] = np.nan if kind == "max" else 1.0
+    three = len(shape) == 5
+    pool = {
+        ("max", False): conv_ops.max_pool,
+        ("avg", False): conv_ops.avg_pool,
+        ("max", True): conv_ops.max_pool3d,
+        ("avg", True): conv_ops.avg_pool3d,
+    }[kind, three]
+    args = dict(ksize=ksize, strides=strides, padding="SAME")
+    whole = pool(x, **args)
+    groups = []
+    separable = conv_ops._pool_separable
+    monkeypatch.setattr(conv_ops, "_POOL_GROUPED_ABOVE", 0)
+    monkeypatch.setattr(conv_ops, "_POOL_GROUP_BYTES", 2 * x[0].nbytes)
+    monkeypatch.setattr(
+        conv_ops, "_pool_separable", lambda x, *rest: groups.append(len(x)) or separable(x, *rest)
+    )
+    grouped = pool(x, **args)
+    assert groups == [2] * (len(x) // 2) + [1]
+    np.testing.assert_array_equal(grouped, whole)
+    assert grouped.dtype == whole.dtype
+
+
 @pytest.mark.parametrize("filter_depth,out_depth", [(1, 6), (1, 12), (2, 6), (3, 4)])
 @pytest.mark.parametrize("strides,padding", [([1, 1, 1, 1], "SAME"), ([1, 2, 2, 1], "VALID")])
 def test_grouped_conv2d_is_each_group_convolved_alone(filter_depth, out_depth, strides, padding):

@@ -25,7 +25,6 @@ import asyncio
 import multiprocessing
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from apis.tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc  # noqa: E402
 from serving import tensor_codec  # noqa: E402
+from tests.e2e.conftest import free_port  # noqa: E402
 
 MAX_MESSAGE = 2**31 - 1
 GRPC_OPTIONS = [
@@ -53,12 +53,6 @@ MODELS = {
     "tiny_tf2": ("half_plus_two_tf2", "x", np.float32([2.0])),
     "mlp": ("keras_mlp", "features", np.float32([[0.5, -1.0, 2.0, 0.25]])),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def latest_version(name: str) -> Path:

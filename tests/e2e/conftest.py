@@ -22,7 +22,8 @@ Usage::
 - ``model_dir(name, versions=None, dest=None)`` copies ``models/<name>`` (optionally only
   some version directories, optionally renamed: ``versions={"00000123": "1"}``) to a fresh
   base path under ``tmp_path`` and returns it as a string.
-- ``free_port()`` returns a free loopback port.
+- ``free_port()`` returns a free loopback port, never one it returned before in this process
+  (two picks for one server's ``--port`` and ``--rest_api_port`` must differ).
 - ``requires_model(name)`` fails the test unless ``models/<name>`` exists and our loader
   loads it in-process (so the suite stays green while the loader and runtime grow).
 """
@@ -45,10 +46,20 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 MODELS_DIR = REPO_ROOT / "models"
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port the kernel just gave and took back. The kernel may give the same one twice in a
+    row; a server given it as both ``--port`` and ``--rest_api_port`` would skip REST (as TF
+    Serving does) and an HTTP client would meet gRPC. So no port is handed out twice."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def server_command() -> list[str]:

@@ -23,6 +23,7 @@ import pytest
 from runtime import errors
 from serving import supervisor
 from serving.options import ServerOptions
+from tests.e2e.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,12 +65,6 @@ def test_check_options_refuses_what_workers_cannot_share(case):
 
 def test_check_options_accepts_ports():
     supervisor.check_options(ServerOptions(num_workers=3, grpc_channel_arguments="grpc.so_reuseport=1"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def reuseport_listener(port: int) -> socket.socket:

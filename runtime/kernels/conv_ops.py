@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 
 import numpy as np
 
@@ -206,6 +207,7 @@ _MATRIX_ELEMENTS = 1 << 22  # 16 MiB of float32 at most for the matrix form's pe
 # A strided window einsum steps C values at a time: up to this many channels the phases' rows
 # (``_depthwise_phases``) are 1.2-3x faster; beyond, the extra copy and passes cost more.
 _PHASED_CHANNELS = 48
+_BFLOAT16 = dtypes.as_numpy_dtype(dtypes.DT_BFLOAT16)
 _POOL_GROUPED_ABOVE = 8 << 20  # bytes: a larger pooling input goes image group by image group
 _POOL_GROUP_BYTES = 2 << 20  # ... of about this much (an L2 cache)
 
@@ -426,16 +428,40 @@ def _pool(value, ksize, strides, padding, data_format, n_spatial, kind, explicit
         _explicit(explicit_paddings, data_format, n_spatial),
     )
     passes, counts = _pool_plan(xl.shape[1:-1], tuple(k_s), tuple(s_s), tuple(pads), tuple(outs))
+    # Each group's result is finished while it is still in the cache.
     if kind == "max":
-        # TF's max pooling starts from lowest() and skips NaN (a < b ? b : a): fmax from the
-        # finite lowest, which a window of NaN or of padding only keeps.
-        lowest = _finite_lowest(value.dtype)
-        result = _by_image_groups(xl, lambda x: _pool_separable(x, passes, np.fmax, lowest))
+        lowest = _finite_lowest(xl.dtype)
+        result = _by_image_groups(
+            xl, lambda x: _lowest_at_least(_pool_separable(x, passes, np.fmax, lowest), lowest)
+        )
         return _channels_back(out(result, value.dtype), data_format)
     acc = _accumulate_dtype(value.dtype)
-    result = _by_image_groups(xl, lambda x: _pool_separable(x.astype(acc, copy=False), passes, np.add, 0))
-    result /= counts.astype(acc, copy=False)  # SAME windows average the valid elements only
+    if not isinstance(counts, float):
+        # SAME windows average their valid elements only. Their divisor, repeated per channel, is
+        # divided by as fast as a scalar; a broadcast one numpy divides by row by row (7x slower).
+        counts = np.repeat(counts.astype(acc), xl.shape[-1], axis=-1)
+    result = _by_image_groups(
+        xl, lambda x: _average(_pool_separable(x.astype(acc, copy=False), passes, np.add, 0), counts)
+    )
     return _channels_back(out(result, value.dtype), data_format)
+
+
+def _average(sums: np.ndarray, counts) -> np.ndarray:
+    sums += 0  # TF's sums start from 0: a window of -0.0 averages to +0.0
+    sums /= counts
+    return sums
+
+
+def _lowest_at_least(result: np.ndarray, lowest) -> np.ndarray:
+    """TF's max pooling starts from lowest() and skips NaN (``a < b ? b : a``): a window of NaN
+    and -inf only gives lowest. fmax skipped NaN wherever a window held a number, so only such
+    windows are left to fix. A min (which propagates NaN) finds whether there are any, and is
+    faster than fmax with a scalar, which numpy runs without SIMD: 7 against 45 us on 0.5 MB."""
+    if result.size and (result.dtype.kind == "f" or result.dtype == _BFLOAT16):
+        least = result.min()
+        if np.isnan(least) or least < lowest:
+            np.fmax(result, lowest, out=result)
+    return result
 
 
 def _by_image_groups(x, pool):
@@ -453,8 +479,9 @@ def _by_image_groups(x, pool):
 def _pool_plan(sizes, k_s, s_s, pads, outs):
     """For each spatial dim, its pass: (output size, the index of a tap reaching every output or
     None, and (output index, input index) per other tap); and each window's number of valid
-    elements, (*outs, 1). A pure function of the shapes, cached: a served model pools the same
-    shapes at every request, and on a small map working them out costs more than the pooling."""
+    elements, (*outs, 1), or that number where all windows have it. A pure function of the
+    shapes, cached: a served model pools the same shapes at every request, and on a small map
+    working them out costs more than the pooling."""
     passes, counts = [], np.ones((1,) * (len(sizes) + 1))
     for d, (size, k, stride, (before, _), out_size) in enumerate(zip(sizes, k_s, s_s, pads, outs)):
         taps = _taps(size, out_size, k, stride, 1, before)
@@ -466,6 +493,8 @@ def _pool_plan(sizes, k_s, s_s, pads, outs):
         for _, out_index, _ in taps:
             count[out_index] += 1
         counts = counts * count.reshape((1,) * d + (out_size,) + (1,) * (len(sizes) - d))
+    if counts.size and counts.min() == counts.max():
+        return tuple(passes), float(counts.flat[0])
     counts.flags.writeable = False
     return tuple(passes), counts
 
@@ -473,31 +502,63 @@ def _pool_plan(sizes, k_s, s_s, pads, outs):
 def _pool_separable(x, passes, combine, fill):
     """A window reduction as one pass per spatial dim (max and sum are separable): a pass folds
     each kernel tap's shifted slice into the result. A tap reaching every output starts the pass
-    together with the next tap, in one step: kH + kW - 2 vectorised steps for a 2-D window. The
-    fill (max's lowest, sum's zero) is folded in once, at the end, on the smallest array."""
+    together with the next tap, in one step: kH + kW - 2 vectorised steps for a 2-D window. Only
+    a window with no element at all (explicit padding wider than the kernel) takes ``fill``.
+    Returns a new array."""
     owned = False
     for axis, (out_size, first, steps) in enumerate(passes, start=1):
-        if first is None:
-            shape = list(x.shape)
-            shape[axis] = out_size
-            result = np.full(shape, fill, x.dtype)
-        elif not steps:  # one tap along this axis: a view
+        if first is not None and not steps:  # one tap along this axis: a view
             x = x[first]
             continue
-        else:
-            (out_index, in_index), steps = steps[0], steps[1:]
-            base = x[first]
-            result = np.empty_like(base)
-            combine(base[out_index], x[in_index], out=result[out_index])
-            lead, taken = out_index[:axis], out_index[axis]
-            for rest in (slice(0, taken.start), slice(taken.stop, out_size)):  # outputs it misses
-                if rest.start < rest.stop:
-                    result[lead + (rest,)] = base[lead + (rest,)]
-        for out_index, in_index in steps:
-            target = result[out_index]
-            combine(target, x[in_index], out=target)
-        x, owned = result, True
-    return combine(x, fill, out=x) if owned else combine(x, fill)
+        with _RowsUnbuffered(x, axis):
+            x, owned = _pool_pass(x, axis, out_size, first, steps, combine, fill), True
+    return x if owned else np.array(x)
+
+
+def _pool_pass(x, axis, out_size, first, steps, combine, fill):
+    if first is None:
+        shape = list(x.shape)
+        shape[axis] = out_size
+        result = np.full(shape, fill, x.dtype)
+    else:
+        (out_index, in_index), steps = steps[0], steps[1:]
+        base = x[first]
+        result = np.empty_like(base)
+        combine(base[out_index], x[in_index], out=result[out_index])
+        lead, taken = out_index[:axis], out_index[axis]
+        for rest in (slice(0, taken.start), slice(taken.stop, out_size)):  # outputs it misses
+            if rest.start < rest.stop:
+                result[lead + (rest,)] = base[lead + (rest,)]
+    for out_index, in_index in steps:
+        target = result[out_index]
+        combine(target, x[in_index], out=target)
+    return result
+
+
+_UNBUFFERED_ROWS = 256  # elements: shorter rows gain nothing from running unbuffered
+_UNBUFFERED_ABOVE = 1 << 20  # bytes: on less, setting numpy's buffer costs what it saves
+
+
+class _RowsUnbuffered:
+    """numpy (2.3 on) copies operands whose contiguous rows are shorter than its ufunc buffer
+    (8192 elements) into that buffer first. For rows of 256 elements and more, that copy costs
+    more than the row-by-row loop it saves: a pass over every other row of a 3x3/2 MaxPool's
+    32x18x18x64 input (rows of 1152) takes 1.6x the time buffered. A buffer no longer than a row
+    keeps the pass unbuffered; the setting is numpy's per-thread one, restored on the way out."""
+
+    __slots__ = ("row", "saved")
+
+    def __init__(self, x: np.ndarray, axis: int):
+        self.row = math.prod(x.shape[axis + 1 :]) if x.nbytes >= _UNBUFFERED_ABOVE else 0
+        self.saved = None
+
+    def __enter__(self):
+        if self.row >= _UNBUFFERED_ROWS and self.row < np.getbufsize():
+            self.saved = np.setbufsize(self.row - self.row % 16)  # numpy 1.x: multiples of 16
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            np.setbufsize(self.saved)
 
 
 @kernel("MaxPool")

@@ -1686,3 +1686,10 @@ _NAN_ROW = a([[[[np.nan], [np.nan], [1.0], [np.nan], [2.0], [np.nan], [np.nan], 
 for _pad in ("VALID", "SAME"):  # windows of NaN only give TF's lowest(), not NaN or -inf
     rec("MaxPool", _NAN_ROW, ksize=[1, 1, 2, 1], strides=[1, 1, 2, 1], padding=_pad)
     rec("MaxPool", _NAN_ROW, ksize=[1, 1, 3, 1], strides=[1, 1, 1, 1], padding=_pad)
+rec(  # so do windows of -inf only, and of -inf and NaN; -inf beside a number is skipped
+    "MaxPool",
+    a([[[[-np.inf], [-np.inf], [np.nan], [-np.inf], [-np.inf], [3.0]]]]),
+    ksize=[1, 1, 2, 1],
+    strides=[1, 1, 2, 1],
+    padding="VALID",
+)

@@ -111,7 +111,8 @@ def test_separable_pooling_equals_one_reduction_per_window(shape, kernel, stride
         initial=lowest,
     )
     before = x.copy()
-    np.testing.assert_array_equal(conv_ops._pool_separable(x, passes, np.fmax, lowest), reduced)
+    pooled = conv_ops._lowest_at_least(conv_ops._pool_separable(x, passes, np.fmax, lowest), lowest)
+    np.testing.assert_array_equal(pooled, reduced)
     np.testing.assert_array_equal(x, before)  # (a 1-tap axis passes views of it along)
     finite = np.nan_to_num(x, neginf=0.0)
     sums = conv_ops._windows(conv_ops._pad_spatial(finite, pads), kernel, strides, [1] * n, outs).sum(
@@ -156,6 +157,25 @@ def test_pooling_by_image_groups_equals_pooling_the_batch(monkeypatch, kind, sha
     assert groups == [2] * (len(x) // 2) + [1]
     np.testing.assert_array_equal(grouped, whole)
     assert grouped.dtype == whole.dtype
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_unbuffered_rows_change_no_result_and_restore_numpys_buffer(monkeypatch, kind):
+    # Rows of 40 x 16 elements run unbuffered (numpy's buffer shrunk to a row, then restored);
+    # against the same pooling with numpy's own buffering.
+    from runtime.kernels import conv_ops
+
+    monkeypatch.setattr(conv_ops, "_UNBUFFERED_ABOVE", 0)
+    x = RNG.standard_normal((3, 9, 40, 16)).astype(np.float32)
+    pool = conv_ops.max_pool if kind == "max" else conv_ops.avg_pool
+    args = dict(ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME")
+    default, sizes, setbufsize = np.getbufsize(), [], np.setbufsize
+    monkeypatch.setattr(np, "setbufsize", lambda size: sizes.append(size) or setbufsize(size))
+    unbuffered = pool(x, **args)
+    assert sizes == [640, default] and np.getbufsize() == default
+    monkeypatch.setattr(conv_ops, "_UNBUFFERED_ROWS", 1 << 30)
+    np.testing.assert_array_equal(unbuffered, pool(x, **args))
+    assert sizes == [640, default]
 
 
 @pytest.mark.parametrize("filter_depth,out_depth", [(1, 6), (1, 12), (2, 6), (3, 4)])

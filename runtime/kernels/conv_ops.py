@@ -432,7 +432,10 @@ def _pool(value, ksize, strides, padding, data_format, n_spatial, kind, explicit
     if kind == "max":
         lowest = _finite_lowest(xl.dtype)
         result = _by_image_groups(
-            xl, lambda x: _lowest_at_least(_pool_separable(x, passes, np.fmax, lowest), lowest)
+            xl,
+            outs,
+            xl.dtype,
+            lambda x, out: _lowest_at_least(_pool_separable(x, passes, np.fmax, lowest, out), lowest),
         )
         return _channels_back(out(result, value.dtype), data_format)
     acc = _accumulate_dtype(value.dtype)
@@ -441,7 +444,10 @@ def _pool(value, ksize, strides, padding, data_format, n_spatial, kind, explicit
         # divided by as fast as a scalar; a broadcast one numpy divides by row by row (7x slower).
         counts = np.repeat(counts.astype(acc), xl.shape[-1], axis=-1)
     result = _by_image_groups(
-        xl, lambda x: _average(_pool_separable(x.astype(acc, copy=False), passes, np.add, 0), counts)
+        xl,
+        outs,
+        acc,
+        lambda x, out: _average(_pool_separable(x.astype(acc, copy=False), passes, np.add, 0, out), counts),
     )
     return _channels_back(out(result, value.dtype), data_format)
 
@@ -464,15 +470,19 @@ def _lowest_at_least(result: np.ndarray, lowest) -> np.ndarray:
     return result
 
 
-def _by_image_groups(x, pool):
-    """``pool(x)``, over groups of images of about ``_POOL_GROUP_BYTES`` where ``x`` is larger
-    than ``_POOL_GROUPED_ABOVE``: each pass of a separable pooling reads what the last wrote, which
-    stays in the L2 cache for a group but not for the batch (Xception's first MaxPool at batch 32,
-    18 MB: 5.5 -> 3.6 ms)."""
+def _by_image_groups(x, outs, dtype, pool):
+    """``pool(x, None)``, or where ``x`` is larger than ``_POOL_GROUPED_ABOVE``, ``pool(group,
+    out)`` over groups of images of about ``_POOL_GROUP_BYTES``, each writing its slice of the
+    result: each pass of a separable pooling reads what the last wrote, which stays in the L2
+    cache for a group but not for the batch (Xception's first MaxPool at batch 32, 18 MB: 5.5 ->
+    3.6 ms)."""
     if x.nbytes <= _POOL_GROUPED_ABOVE or len(x) < 2:
-        return pool(x)
+        return pool(x, None)
     step = max(1, _POOL_GROUP_BYTES // max(1, x[0].nbytes))
-    return np.concatenate([pool(x[i : i + step]) for i in range(0, len(x), step)])
+    result = np.empty((len(x), *outs, x.shape[-1]), dtype)
+    for i in range(0, len(x), step):
+        pool(x[i : i + step], result[i : i + step])
+    return result
 
 
 @functools.lru_cache(maxsize=256)
@@ -499,31 +509,36 @@ def _pool_plan(sizes, k_s, s_s, pads, outs):
     return tuple(passes), counts
 
 
-def _pool_separable(x, passes, combine, fill):
+def _pool_separable(x, passes, combine, fill, out=None):
     """A window reduction as one pass per spatial dim (max and sum are separable): a pass folds
     each kernel tap's shifted slice into the result. A tap reaching every output starts the pass
     together with the next tap, in one step: kH + kW - 2 vectorised steps for a 2-D window. Only
     a window with no element at all (explicit padding wider than the kernel) takes ``fill``.
-    Returns a new array."""
+    Returns ``out`` filled, or a new array."""
     owned = False
     for axis, (out_size, first, steps) in enumerate(passes, start=1):
         if first is not None and not steps:  # one tap along this axis: a view
             x = x[first]
             continue
+        last = out if axis == len(passes) else None
         with _RowsUnbuffered(x, axis):
-            x, owned = _pool_pass(x, axis, out_size, first, steps, combine, fill), True
+            x, owned = _pool_pass(x, axis, out_size, first, steps, combine, fill, last), True
+    if out is not None and x is not out:  # the last pass took one tap
+        np.copyto(out, x)
+        return out
     return x if owned else np.array(x)
 
 
-def _pool_pass(x, axis, out_size, first, steps, combine, fill):
+def _pool_pass(x, axis, out_size, first, steps, combine, fill, out):
     if first is None:
         shape = list(x.shape)
         shape[axis] = out_size
-        result = np.full(shape, fill, x.dtype)
+        result = np.empty(shape, x.dtype) if out is None else out
+        result[...] = fill
     else:
         (out_index, in_index), steps = steps[0], steps[1:]
         base = x[first]
-        result = np.empty_like(base)
+        result = np.empty_like(base) if out is None else out
         combine(base[out_index], x[in_index], out=result[out_index])
         lead, taken = out_index[:axis], out_index[axis]
         for rest in (slice(0, taken.start), slice(taken.stop, out_size)):  # outputs it misses

@@ -159,6 +159,28 @@ def test_pooling_by_image_groups_equals_pooling_the_batch(monkeypatch, kind, sha
     assert grouped.dtype == whole.dtype
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        dict(ksize=[1, 3, 1, 1], strides=[1, 2, 2, 1], padding="VALID"),  # the last pass: a view
+        dict(  # windows of padding only: a pass of no tap reaching every output
+            ksize=[1, 2, 2, 1],
+            strides=[1, 1, 1, 1],
+            padding="EXPLICIT",
+            explicit_paddings=[0, 0, 3, 0, 0, 2, 0, 0],
+        ),
+    ],
+)
+def test_grouped_pooling_writes_each_group_into_the_result(monkeypatch, args):
+    from runtime.kernels import conv_ops
+
+    x = RNG.standard_normal((5, 6, 7, 3)).astype(np.float32)
+    whole = conv_ops.max_pool(x, **args)
+    monkeypatch.setattr(conv_ops, "_POOL_GROUPED_ABOVE", 0)
+    monkeypatch.setattr(conv_ops, "_POOL_GROUP_BYTES", 2 * x[0].nbytes)
+    np.testing.assert_array_equal(conv_ops.max_pool(x, **args), whole)
+
+
 @pytest.mark.parametrize("kind", ["max", "avg"])
 def test_unbuffered_rows_change_no_result_and_restore_numpys_buffer(monkeypatch, kind):
     # Rows of 40 x 16 elements run unbuffered (numpy's buffer shrunk to a row, then restored);

@@ -156,8 +156,7 @@ def ours_alone(job: dict, batch: str, runs: int, blas_threads: int) -> dict[str,
     with futures.ProcessPoolExecutor(
         1, mp_context=context, initializer=set_blas_threads, initargs=(blas_threads,)
     ) as pool:
-        mine = pool.submit(ours, job, batch, runs)
-        result = mine.result()
+        result = pool.submit(ours, job, batch, runs).result()
     job["fetches"], job["input_names"] = result.pop("fetches"), result.pop("input_names")
     return result
 

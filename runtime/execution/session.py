@@ -28,6 +28,7 @@ from runtime.execution import fp_errors
 from runtime.execution.fetches import FetchMapper
 from runtime.execution.function import FunctionLibraryRuntime
 from runtime.execution.interpreter import RUN_STATE, fetched_values, instrument, run_plan, run_simple
+from runtime.execution.native_fallback import NativeFallback
 from runtime.execution.plan import Plan
 from runtime.execution.planner import build_plan
 from runtime.graph.device import LOCAL_CPU
@@ -75,6 +76,7 @@ class Session:
         self._check_feed_shapes = check_feed_shapes
         self.delegation_report = None  # set by delegate(): what runs in onnxruntime
         self.cluster_constants = None  # set by delegate(): the weights its clusters read by name
+        self._fallback: NativeFallback | None = None  # set with a rewritten graph (_replace_graph)
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -143,14 +145,19 @@ class Session:
             plan = self._plans.get(key)
             if plan is None or self._plans_version != self._graph._version:  # (not the property: per run)
                 plan = self._plan(key)
-            if plan.quiet and plan.direct is not None and (run_metadata is None or options is None):
-                # A fully delegated model: one call. A timeout has nothing to interrupt (run_plan
-                # checks it between steps) and the call reads no run state; no trace is asked.
-                results = plan.direct(values)
-            elif plan.simple_run and options is None:  # a server's small native model
-                results = run_simple(plan, values, timeout_ms or self._default_timeout_ms)
-            else:
-                results = self._run_plan(plan, values, options, run_metadata, timeout_ms)
+            try:
+                if plan.quiet and plan.direct is not None and (run_metadata is None or options is None):
+                    # A fully delegated model: one call. A timeout has nothing to interrupt (run_plan
+                    # checks it between steps) and the call reads no run state; no trace is asked.
+                    results = plan.direct(values)
+                elif plan.simple_run and options is None:  # a server's small native model
+                    results = run_simple(plan, values, timeout_ms or self._default_timeout_ms)
+                else:
+                    results = self._run_plan(plan, values, options, run_metadata, timeout_ms)
+            except Exception as exc:
+                if self._fallback is None:
+                    raise
+                results = self._recover(key, values, exc, options, run_metadata, timeout_ms)
             return results if build is None else build(results)
 
         return callable_
@@ -164,7 +171,26 @@ class Session:
         options,
         run_metadata,
     ) -> list:
-        return self._run_plan(self.plan(feeds, fetches, targets), feed_values, options, run_metadata)
+        key = (tuple(feeds), tuple(fetches), tuple(targets))
+        try:
+            return self._run_plan(self._plan(key), feed_values, options, run_metadata)
+        except Exception as exc:
+            if self._fallback is None:
+                raise
+            return self._recover(key, feed_values, exc, options, run_metadata)
+
+    def _recover(self, key: tuple, feed_values, exc: Exception, options, run_metadata, timeout_ms: int = 0):
+        """A delegated run that raised ``exc``, answered by the graph delegation rewrote
+        (``native_fallback.py``); the plan of ``key`` is built again, on that graph, if it answers."""
+
+        def run_native(native_key: tuple) -> list:
+            plan = build_plan(*native_key, self._resources, self._fallback.functions)
+            return self._run_plan(plan, feed_values, options, run_metadata, timeout_ms)
+
+        results = self._fallback.recover(key, exc, run_native)
+        with self._lock:
+            self._plans.pop(key, None)
+        return results
 
     def _run_plan(self, plan: Plan, feed_values: list, options, run_metadata, timeout_ms: int = 0) -> list:
         if options is None:
@@ -212,7 +238,11 @@ class Session:
         plan = self._plans.get(key)
         if plan is not None and self._plans_version == self._graph.version:
             return plan
-        plan = build_plan(*key, self._resources, self._functions)
+        fallback = self._fallback
+        if fallback is not None and fallback.is_native(key):  # the rewrite broke it: the original's
+            plan = build_plan(*fallback.native_key(key), self._resources, fallback.functions)
+        else:
+            plan = build_plan(*key, self._resources, self._functions)
         with self._lock:
             if self._plans_version != self._graph.version or len(self._plans) >= _MAX_PLANS:
                 self._plans = {}
@@ -237,9 +267,13 @@ class Session:
         cache = onnx.ClusterCache(cache_dir, model_identity) if cache_dir is not None else None
         return onnx.delegate(self, options, signatures, cache)
 
-    def _replace_graph(self, graph: Graph) -> None:
-        """Runs ``graph`` (delegation's rewrite, same tensor names) from now on; plans are rebuilt."""
+    def _replace_graph(self, graph: Graph, on_fallback: Callable[[str, str], None] | None = None) -> None:
+        """Runs ``graph`` (delegation's rewrite, same tensor names) from now on; plans are rebuilt.
+        The graph it replaces answers the runs ``graph`` fails (``native_fallback.py``), and
+        ``on_fallback(signature, why)`` is told of each signature moved back to it."""
         with self._lock:
+            if self._fallback is None:
+                self._fallback = NativeFallback(self._graph, self._functions, on_fallback)
             if graph.functions is not self._graph.functions:  # a library with rewritten bodies
                 self._functions = FunctionLibraryRuntime(graph.functions, self._resources)
             self._graph = graph

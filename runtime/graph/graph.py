@@ -37,7 +37,9 @@ _TENSOR_FORM = ' Tensor names must be of the form "<op_name>:<output_index>".'
 
 class DecodedAttrs(Mapping):
     """A NodeDef's attrs, decoded lazily and once each: a plan asks only for what its kernel
-    names, so big attrs nobody reads (``_output_shapes``, unused tensors) stay undecoded."""
+    names, so big attrs nobody reads (``_output_shapes``, unused tensors) stay undecoded. An
+    AttrValue with no value set counts as absent (the kernel's default applies): what a
+    ``node.attr[name]`` read leaves in a NodeDef, or an export with its default attrs stripped."""
 
     __slots__ = ("_protos", "_decoded")
 
@@ -49,18 +51,19 @@ class DecodedAttrs(Mapping):
         try:
             return self._decoded[name]
         except KeyError:
-            if name not in self._protos:
+            if name not in self:
                 raise
         return self._decoded.setdefault(name, attr_lib.decode(self._protos[name]))
 
     def __contains__(self, name: object) -> bool:
-        return name in self._protos
+        protos = self._protos
+        return name in protos and protos[name].WhichOneof("value") is not None
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._protos)
+        return (name for name in self._protos if name in self)
 
     def __len__(self) -> int:
-        return len(self._protos)
+        return sum(1 for _ in self)
 
 
 class Tensor:

@@ -3,7 +3,8 @@
 Steps 1-4 (``rewrite.py``, where each is described) give the fused graph: calls inlined and TF1
 control flow raised, the served region, read-only variables frozen into constants, then clusters
 proposed and fused into a new GraphDef. Step 5, here: a ``ClusterRunner`` per cluster node; the
-Session runs the new graph from then on.
+Session runs the new graph from then on, and the original graph answers any run the new one fails
+(``runtime/execution/native_fallback.py``; each such signature then stays on it, in the report).
 
 The report (``DelegationReport``) is returned, kept on the Session and logged. With a
 ``ClusterCache``, steps 1-4 are read from it when it holds them, and written to it when not.
@@ -57,12 +58,24 @@ def delegate(
     else:
         from runtime.onnx import rewrite  # (with the converters, and onnx: a cache hit needs neither)
 
-        fused_def, library, report, frozen = rewrite.rewrite(session, options, signatures, key)
+        try:
+            fused_def, library, report, frozen = rewrite.rewrite(session, options, signatures, key)
+        except Exception as exc:  # noqa: BLE001 - an optimisation that fails leaves the model native
+            return _native(session, f"the rewrite failed: {type(exc).__name__}: {exc}")
         constants = ClusterConstants(session, rewrite.named_constants(fused_def, frozen))
         if cache is not None:
             store_plan(cache, plan_key, fused_def, library, session.graph.functions, report)
     _install(session, fused_def, library, report, constants, options, key, cache)
     logger.info("%s", report.summary())
+    return report
+
+
+def _native(session, why: str) -> DelegationReport:
+    """Every op stays on the numpy kernels: said once in the log and in the report."""
+    logger.warning("onnxruntime delegation: every op runs natively: %s", why)
+    report = DelegationReport(enabled=False)
+    report.record_fallback("graph", why)
+    session.delegation_report = report
     return report
 
 
@@ -91,7 +104,7 @@ def _install(session, fused_def, library, report, constants, options, key: str, 
     for op in fused.get_operations():
         if op.type == CLUSTER_OP:
             cluster_lib.attach(op, options, report, constants, cache)
-    session._replace_graph(fused)
+    session._replace_graph(fused, report.record_fallback)  # (the original answers what it fails)
     session.cluster_constants = constants  # (the runners' and the context's are weak)
     session.delegation_report = report
 

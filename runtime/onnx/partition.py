@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass
 
@@ -40,8 +41,11 @@ from runtime.graph.device import pinned_to_cpu
 from runtime.graph.graph import Graph, Operation
 from runtime.graph.op_def import parse_input
 from runtime.onnx import converter as converter_lib
+from runtime.onnx.contraction import Contraction, contraction_cycle
 from runtime.onnx.cost import DATA_MOVEMENT, estimate_flops
 from runtime.onnx.interface import CLUSTER_OP
+
+logger = logging.getLogger(__name__)
 
 _CONTROL_FLOW_SOURCES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
 LOOPS = frozenset({"While", "StatelessWhile"})
@@ -221,8 +225,8 @@ def _propose(
     excluded = control_flow_region(graph)
     sources = {op.name for op in order if is_constant(op) or op.name in frozen}
     preds = {op.name: [p.name for p in _preds(op) if p.name not in sources] for op in order}
-    cluster_of: dict[str, int] = {}
-    members: dict[int, set[str]] = {}
+    state = Contraction(preds, index)
+    cluster_of, members = state.cluster_of, state.members
     keys: dict[int, Hashable] = {}  # its ops' group key, and where they are placed (``place``)
     next_id = 0
     for op in order:
@@ -242,21 +246,17 @@ def _propose(
             ][:1]
         for c in candidates:
             if joined is None:
-                if not _reaches(members[c], {op.name}, preds, index):
+                if not state.reaches({c}, {op.name}):
                     joined = c
-                    members[c].add(op.name)
-                    cluster_of[op.name] = c
-            elif not _cycle(members[joined] | members[c], preds, index):
-                for name in members.pop(c):
-                    cluster_of[name] = joined
-                    members[joined].add(name)
+                    state.add(c, op.name)
+            elif not state.reaches({joined, c}, members[joined] | members[c]):
+                state.merge(joined, c)
         if joined is None:
-            members[next_id] = {op.name}
+            state.new(next_id, op.name)
             keys[next_id] = key
-            cluster_of[op.name] = next_id
             next_id += 1
     parts = _signature_parts(graph, order, within, sources, cluster_of)
-    whole = _whole_clusters(members, keys, parts, preds, index)
+    whole = _whole_clusters(state, keys, parts)
     clusters = []
     for number, names in sorted(members.items(), key=lambda item: min(index[n] for n in item[1])):
         types = [graph.get_operation_by_name(n).type for n in names]
@@ -267,7 +267,26 @@ def _propose(
         if compute and (steps >= min_cluster_ops or heavy or (number in whole and _worth_a_call(types))):
             nodes = tuple(sorted(names, key=index.__getitem__))
             clusters.append(Cluster(f"ort_cluster_{len(clusters)}", nodes))
-    return clusters
+    return _acyclic(clusters, preds)
+
+
+def _acyclic(clusters: list[Cluster], preds) -> list[Cluster]:
+    """``clusters`` checked once more as a whole (``contraction_cycle``), for a fused graph that
+    must run: any left on or behind a cycle stay native (a bug, logged as such), never fused."""
+    stuck = contraction_cycle([c.nodes for c in clusters], preds)
+    if stuck is None:
+        return clusters
+    logger.warning(
+        "%s: %s would close a cycle when fused; they stay native",
+        UNSOUND_PARTITION,
+        ", ".join(clusters[i].name for i in stuck),
+    )
+    kept = [c for i, c in enumerate(clusters) if i not in set(stuck)]
+    return [Cluster(f"ort_cluster_{i}", c.nodes) for i, c in enumerate(kept)]
+
+
+# What the log says of a partition that failed its check (tests look for it).
+UNSOUND_PARTITION = "unsound partition"
 
 
 def _worth_a_call(types: list[str]) -> bool:
@@ -283,10 +302,10 @@ def _worth_a_call(types: list[str]) -> bool:
 _CHEAP = frozenset("Add AddV2 Sub Mul RealDiv Maximum Minimum Neg Abs Relu Square Sqrt Cast".split())
 
 
-def _whole_clusters(members: dict, keys: dict, signature_parts: dict, preds, index) -> set[int]:
+def _whole_clusters(state: Contraction, keys: dict, signature_parts: dict) -> set[int]:
     """The candidate clusters that are all of what some signature computes, so that it runs as
     one onnxruntime call. First a signature's independent clusters of one key merge into one,
-    where the union stays acyclic (``members`` changes)."""
+    where the contracted graph stays acyclic (``state`` changes)."""
     merged_into: dict[int, int] = {}
 
     def find(c: int) -> int:
@@ -294,16 +313,16 @@ def _whole_clusters(members: dict, keys: dict, signature_parts: dict, preds, ind
             c = merged_into[c]
         return c
 
+    members = state.members
     for parts in signature_parts.values():
         parts = {c if c < 0 else find(c) for c in parts}
         if len(parts) > 1 and -1 not in parts and len({keys[c] for c in parts}) == 1:
             union = set().union(*(members[c] for c in parts))  # independent parts: one call
-            if not _cycle(union, preds, index):
+            if not state.reaches(parts, union):
                 target = min(parts)
                 for c in parts - {target}:
-                    del members[c]
+                    state.merge(target, c)
                     merged_into[c] = target
-                members[target] = union
     final = [{c if c < 0 else find(c) for c in parts} for parts in signature_parts.values()]
     # Kept even where another signature runs it beside native steps (half_plus_two's y = ax + b
     # after ParseExample): there it costs about an onnxruntime call more than native.
@@ -352,28 +371,6 @@ def _narrower(key: tuple, cluster_key: tuple) -> bool:
         and isinstance(cluster_group, frozenset)
         and group < cluster_group
     )
-
-
-def _reaches(group: set[str], start: set[str], preds, index) -> bool:
-    """Whether a path from ``group`` to ``start`` leaves ``group`` (backward search from start)."""
-    low = min(index[n] for n in group)
-    stack = [p for s in start for p in preds[s] if p not in group and p in index]
-    seen = set(stack)
-    while stack:
-        name = stack.pop()
-        if index[name] < low:
-            continue
-        for pred in preds[name]:
-            if pred in group:
-                return True
-            if pred not in seen and pred in index:
-                seen.add(pred)
-                stack.append(pred)
-    return False
-
-
-def _cycle(group: set[str], preds, index) -> bool:
-    return _reaches(group, group, preds, index)
 
 
 # -- fuse -------------------------------------------------------------------------------------

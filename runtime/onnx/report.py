@@ -25,7 +25,9 @@ class ClusterSummary:
 class DelegationReport:
     """Per model: clusters delegated, ops kept native (with reasons), FLOPs shares, fallbacks.
 
-    ``fallbacks`` grows at run time (a cluster failing conversion or validation); the rest is
+    ``fallbacks`` grows at run time (a cluster failing conversion or validation; "signature ..."
+    for a signature the original graph answers, ``native_fallback.py``; "graph" where the rewrite
+    itself failed and every op is native); the rest is
     fixed at load. Thread-safe to read; ``record_fallback`` takes a lock.
     """
 
@@ -69,7 +71,8 @@ class DelegationReport:
 
     def summary(self) -> str:
         if not self.enabled:
-            return "onnxruntime delegation: off"
+            why = self.fallbacks.get("graph")
+            return f"onnxruntime delegation: off ({why})" if why else "onnxruntime delegation: off"
         lines = [
             f"onnxruntime delegation: {len(self.clusters)} clusters, {self.delegated_ops} ops, "
             f"{100 * self.flops_share:.1f}% of estimated FLOPs; {len(self.native)} ops native; "

@@ -18,10 +18,11 @@ a handle read elsewhere) stay TensorArrays. Pure: the GraphDef given is never mo
 from __future__ import annotations
 
 import collections
+import functools
 
 import numpy as np
 
-from apis.tensorflow.core.framework import graph_pb2, node_def_pb2
+from apis.tensorflow.core.framework import attr_value_pb2, graph_pb2, node_def_pb2, tensor_shape_pb2
 from runtime import dtypes, tensor_util
 from runtime.graph.op_def import parse_input
 
@@ -138,28 +139,33 @@ def _rewrite(array, nodes, flows, ops, added: list) -> dict[str, node_def_pb2.No
     """The replacement of ``array``, its ops and its flow plumbing (new Consts into ``added``)."""
     taken = set(nodes) | {n.name for n in added}
 
-    def shape_const(shape_proto) -> str:
+    def shape_const(shape_proto, beside: str) -> str:
+        """A Const of the element shape in the frame of input ``beside`` (a TF1 loop's ops read
+        only its frame's values: the Const waits on that input's op, as TF's loop constants wait
+        on the frame's pivot)."""
         name, k = f"{array.name}/element_shape", 0
         while name in taken:
             k += 1
             name = f"{array.name}/element_shape_{k}"
         taken.add(name)
-        added.append(_node(name, "Const", [], dtype=dtypes.DT_INT32, value=_shape_value(shape_proto)))
+        source = parse_input(beside)[0]
+        fed = source in nodes and nodes[source].op in ("Placeholder", "PlaceholderWithDefault")
+        anchor = [] if fed else [f"^{source}"]  # (a placeholder is in no frame: it is fed)
+        added.append(_node(name, "Const", anchor, dtype=dtypes.DT_INT32, value=_shape_value(shape_proto)))
         return name
 
     def flow(text: str) -> str:
         source, index, _ = parse_input(text)
         return f"{source}:0" if source == array.name and index == 1 else text
 
-    element = array.attr["element_shape"].shape
-    shape = shape_const(element)
+    element = array.attr["element_shape"].shape if "element_shape" in array.attr else _UNKNOWN_RANK
     controls = [t for t in array.input if t.startswith("^")]
     dtype = array.attr["dtype"].type
     replaced = {
         array.name: _node(
             array.name,
             "TensorListReserve",
-            [shape, array.input[0], *controls],
+            [shape_const(element, array.input[0]), array.input[0], *controls],
             element_dtype=dtype,
             shape_type=dtypes.DT_INT32,
         )
@@ -171,36 +177,51 @@ def _rewrite(array, nodes, flows, ops, added: list) -> dict[str, node_def_pb2.No
         node.attr["T"].type = dtypes.DT_VARIANT
         replaced[name] = node
     for name in ops:
+        shape = functools.partial(shape_const, element)  # (the array's element shape, in a frame)
         replaced[name] = _list_op(nodes[name], array, nodes, flow, shape, shape_const)
     return replaced
 
 
-def _list_op(node, array, nodes, flow, shape: str, shape_const) -> node_def_pb2.NodeDef:
+# A TensorArrayV3's element_shape where the attr is left out (its default: unknown rank).
+_UNKNOWN_RANK = tensor_shape_pb2.TensorShapeProto(unknown_rank=True)
+
+
+def _attr(node, name: str) -> attr_value_pb2.AttrValue:
+    """``node``'s attr ``name``, or an empty one where it is not set. Never ``node.attr[name]``
+    for a read: on a protobuf map that adds the attr, empty, to a node this pass hands on."""
+    return node.attr[name] if name in node.attr else attr_value_pb2.AttrValue()
+
+
+def _list_op(node, array, nodes, flow, shape, shape_const) -> node_def_pb2.NodeDef:
     """The TensorList op doing what TensorArray op ``node`` does (inputs by flow, not handle)."""
     ins = list(node.input)
     controls = [t for t in ins if t.startswith("^")]
     name, dtype = node.name, array.attr["dtype"].type
     if node.op == "TensorArrayWriteV3":
-        resize = array.attr["dynamic_size"].b
+        resize = _attr(array, "dynamic_size").b
         new = _node(name, "TensorListSetItem", [flow(ins[3]), ins[1], ins[2]], element_dtype=dtype)
         if resize:
             new.attr["resize_if_index_out_of_bounds"].b = True
     elif node.op == "TensorArrayReadV3":
-        new = _node(name, "TensorListGetItem", [flow(ins[2]), ins[1], shape], element_dtype=dtype)
+        new = _node(name, "TensorListGetItem", [flow(ins[2]), ins[1], shape(ins[2])], element_dtype=dtype)
     elif node.op == "TensorArrayGatherV3":
         own = node.attr["element_shape"].shape if "element_shape" in node.attr else None
         known = own is not None and not own.unknown_rank
         new = _node(
             name,
             "TensorListGather",
-            [flow(ins[2]), ins[1], shape_const(own) if known else shape],
+            [flow(ins[2]), ins[1], shape_const(own, ins[2]) if known else shape(ins[2])],
             element_dtype=dtype,
         )
     elif node.op == "TensorArraySizeV3":
         new = _node(name, "TensorListLength", [flow(ins[1])])
     elif _unstacks(node, array, nodes):
         new = _node(
-            name, "TensorListFromTensor", [ins[2], shape], element_dtype=dtype, shape_type=dtypes.DT_INT32
+            name,
+            "TensorListFromTensor",
+            [ins[2], shape(ins[3])],
+            element_dtype=dtype,
+            shape_type=dtypes.DT_INT32,
         )
     else:
         new = _node(
@@ -234,9 +255,9 @@ def _is_const(nodes, text: str, want: int) -> bool:
 def _leading_dim_of(nodes, text: str) -> tuple[str, int] | None:
     """(op, output) of ``v`` where ``text`` is ``shape(v)[0]`` (StridedSlice of Shape), else None."""
     node = nodes.get(parse_input(text)[0])
-    if node is None or node.op != "StridedSlice" or node.attr["shrink_axis_mask"].i != 1:
+    if node is None or node.op != "StridedSlice" or _attr(node, "shrink_axis_mask").i != 1:
         return None
-    if any(node.attr[m].i for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")):
+    if any(_attr(node, m).i for m in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")):
         return None
     wanted = ((1, 0), (2, 1), (3, 1))
     if not all(_is_const(nodes, node.input[k], v) for k, v in wanted):

@@ -3,7 +3,8 @@
 Each model's cases run in manifest order in one bundle per tag set (some models change their
 variables between cases), once with every op native and once with ``delegation=True``. Where the
 native run succeeds the delegated one must match it (and TF's recorded outputs); where it fails
-the delegated run must fail with the same error class. Dense, CNN, attention and RNN models, and
+the delegated run must fail with the same error class. Every partition must be sound (its
+contracted graph acyclic) and no signature may need the native fallback. Dense, CNN, attention and RNN models, and
 every model of the zoo (``tests/oracle/builders/_zoo.py``), must delegate every compute op (the report shows 100% of estimated FLOPs in onnxruntime); an RNN's
 While loops run whole, as ONNX ``Loop`` nodes inside the clusters.
 A missing or stale oracle cache fails, naming ``python -m tests.oracle build``.
@@ -11,12 +12,15 @@ A missing or stale oracle cache fails, naming ``python -m tests.oracle build``.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
 from apis.tensorflow.core.framework import tensor_pb2
 from loader import load_saved_model
 from runtime import tensor_util
+from runtime.onnx.partition import UNSOUND_PARTITION
 from tests.oracle import catalog, corpus
 
 MODELS = [e for e in catalog.discover() if e.family != "op_records"]
@@ -76,7 +80,8 @@ def assert_close(ours, theirs, rtol: float, atol: float, where: str) -> None:
 
 
 @pytest.mark.parametrize("entry", MODELS, ids=lambda e: e.name)
-def test_delegation_on_and_off_agree(entry):
+def test_delegation_on_and_off_agree(entry, caplog):
+    caplog.set_level(logging.WARNING, logger="runtime.onnx.partition")
     manifest = corpus.check_current(entry)
     tag_sets = list(dict.fromkeys(tuple(c["tags"]) for c in manifest["cases"]))
     for tags in tag_sets:
@@ -95,6 +100,11 @@ def test_delegation_on_and_off_agree(entry):
                 tf = read_tensor(manifest, case["outputs"][key])
                 if tf.dtype.kind in "fc":
                     assert_close(got[key], tf, rtol, atol, f"{where} {key} (vs TF)\n{report}")
+        # Every partition of the model (its graph's and each function body's) was sound, and the
+        # native fallback (native_fallback.py) had nothing to answer: the rewrite held.
+        assert UNSOUND_PARTITION not in caplog.text, caplog.text
+        moved = {k: v for k, v in report.fallbacks.items() if k.startswith("signature ")}
+        assert not moved, f"{entry.name}: signatures moved back to the original graph: {moved}"
         if entry.name in FULLY_DELEGATED:
             assert report.flops_share == 1.0 and not report.fallbacks, report.summary()
             assert not report.native_compute_ops_with_flops(), report.summary()

@@ -140,18 +140,17 @@ def _rewrite(array, nodes, flows, ops, added: list) -> dict[str, node_def_pb2.No
     taken = set(nodes) | {n.name for n in added}
 
     def shape_const(shape_proto, beside: str) -> str:
-        """A Const of the element shape in the frame of input ``beside`` (a TF1 loop's ops read
-        only its frame's values: the Const waits on that input's op, as TF's loop constants wait
-        on the frame's pivot)."""
+        """A Const of the element shape (for the op whose flow input is ``beside``). It sits at
+        the top level: a loop that stays a frame (an Assert or Print in it) then reads it from
+        outside its frame, which the frame executor refuses, and the Session's native fallback
+        answers that signature (known, tested in test_corpus); anchoring it in the frame stops
+        raised loops from converting whole."""
         name, k = f"{array.name}/element_shape", 0
         while name in taken:
             k += 1
             name = f"{array.name}/element_shape_{k}"
         taken.add(name)
-        source = parse_input(beside)[0]
-        fed = source in nodes and nodes[source].op in ("Placeholder", "PlaceholderWithDefault")
-        anchor = [] if fed else [f"^{source}"]  # (a placeholder is in no frame: it is fed)
-        added.append(_node(name, "Const", anchor, dtype=dtypes.DT_INT32, value=_shape_value(shape_proto)))
+        added.append(_node(name, "Const", [], dtype=dtypes.DT_INT32, value=_shape_value(shape_proto)))
         return name
 
     def flow(text: str) -> str:

@@ -124,7 +124,8 @@ def test_a_failing_cluster_runs_natively(name, stage, target, said, monkeypatch,
     results, report = forced(manifest, caplog)
     check_against_tf(manifest, results)
     assert report.fallbacks and all(said in why for why in report.fallbacks.values()), report.fallbacks
-    assert caplog.text.count("runs natively from now on") == len(report.fallbacks)
+    # (one line per runner: clusters of loop bodies share names, and the report keys by name)
+    assert caplog.text.count("runs natively from now on") >= len(report.fallbacks)
 
 
 @pytest.mark.parametrize("name", MODELS)

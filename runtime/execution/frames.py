@@ -105,17 +105,32 @@ def assign_frames(needed: list[Operation], fed: set[Tensor]) -> tuple[Frame, dic
         return frame
 
     # A source's inputs (none, or fed: TF's feeds live in the root frame) are in the root frame.
-    frame_of = {op: frame_in(op, root) for op in sources}
-    queue = collections.deque(sources)
-    while queue:
-        op = queue.popleft()
-        out_frame = frame_of[op]
-        if op.type in EXIT and out_frame.parent is not None:
-            out_frame = out_frame.parent
-        for consumer in consumers.get(op, ()):
-            if consumer not in frame_of:
-                frame_of[consumer] = frame_in(consumer, out_frame)
-                queue.append(consumer)
+    # A Const with no inputs at all belongs to no frame: it takes its consumers' frame where they
+    # share one (delegation's rewrites give a loop's op a Const of its own, without TF's control
+    # edge from the frame's pivot), so it decides no consumer's frame.
+    free = [op for op in sources if op.type == "Const" and not op.node_def.input]
+    frame_of = {op: frame_in(op, root) for op in sources if op not in set(free)}
+
+    def walk(queue: collections.deque) -> None:
+        while queue:
+            op = queue.popleft()
+            out_frame = frame_of[op]
+            if op.type in EXIT and out_frame.parent is not None:
+                out_frame = out_frame.parent
+            for consumer in consumers.get(op, ()):
+                if consumer not in frame_of:
+                    frame_of[consumer] = frame_in(consumer, out_frame)
+                    queue.append(consumer)
+
+    walk(collections.deque(frame_of))
+    for op in free:  # then what only such Consts reach (an Enter of a constant) walks from the root
+        frames = {  # (an Enter reads its input in the frame around its own)
+            frame_of[c].parent if c.type in ENTER else frame_of[c]
+            for c in consumers.get(op, ())
+            if c in frame_of
+        }
+        frame_of[op] = frames.pop() if len(frames) == 1 else root
+    walk(collections.deque(free))
     for op in needed:
         frame = frame_of.setdefault(op, root)  # unreachable from a source: an invalid cycle
         frame.ops.append(op)

@@ -139,12 +139,10 @@ def _rewrite(array, nodes, flows, ops, added: list) -> dict[str, node_def_pb2.No
     """The replacement of ``array``, its ops and its flow plumbing (new Consts into ``added``)."""
     taken = set(nodes) | {n.name for n in added}
 
-    def shape_const(shape_proto, beside: str) -> str:
-        """A Const of the element shape (for the op whose flow input is ``beside``). It sits at
-        the top level: a loop that stays a frame (an Assert or Print in it) then reads it from
-        outside its frame, which the frame executor refuses, and the Session's native fallback
-        answers that signature (known, tested in test_corpus); anchoring it in the frame stops
-        raised loops from converting whole."""
+    def shape_const(shape_proto) -> str:
+        """A Const of the element shape, one per op that reads it, with no inputs: in a loop that
+        stays a frame, the frame executor puts it in its reader's frame (``frames.assign_frames``);
+        a raised loop copies it into its body."""
         name, k = f"{array.name}/element_shape", 0
         while name in taken:
             k += 1
@@ -164,7 +162,7 @@ def _rewrite(array, nodes, flows, ops, added: list) -> dict[str, node_def_pb2.No
         array.name: _node(
             array.name,
             "TensorListReserve",
-            [shape_const(element, array.input[0]), array.input[0], *controls],
+            [shape_const(element), array.input[0], *controls],
             element_dtype=dtype,
             shape_type=dtypes.DT_INT32,
         )
@@ -176,7 +174,7 @@ def _rewrite(array, nodes, flows, ops, added: list) -> dict[str, node_def_pb2.No
         node.attr["T"].type = dtypes.DT_VARIANT
         replaced[name] = node
     for name in ops:
-        shape = functools.partial(shape_const, element)  # (the array's element shape, in a frame)
+        shape = functools.partial(shape_const, element)  # (a Const of the array's element shape)
         replaced[name] = _list_op(nodes[name], array, nodes, flow, shape, shape_const)
     return replaced
 
@@ -202,14 +200,14 @@ def _list_op(node, array, nodes, flow, shape, shape_const) -> node_def_pb2.NodeD
         if resize:
             new.attr["resize_if_index_out_of_bounds"].b = True
     elif node.op == "TensorArrayReadV3":
-        new = _node(name, "TensorListGetItem", [flow(ins[2]), ins[1], shape(ins[2])], element_dtype=dtype)
+        new = _node(name, "TensorListGetItem", [flow(ins[2]), ins[1], shape()], element_dtype=dtype)
     elif node.op == "TensorArrayGatherV3":
         own = node.attr["element_shape"].shape if "element_shape" in node.attr else None
         known = own is not None and not own.unknown_rank
         new = _node(
             name,
             "TensorListGather",
-            [flow(ins[2]), ins[1], shape_const(own, ins[2]) if known else shape(ins[2])],
+            [flow(ins[2]), ins[1], shape_const(own) if known else shape()],
             element_dtype=dtype,
         )
     elif node.op == "TensorArraySizeV3":
@@ -218,7 +216,7 @@ def _list_op(node, array, nodes, flow, shape, shape_const) -> node_def_pb2.NodeD
         new = _node(
             name,
             "TensorListFromTensor",
-            [ins[2], shape(ins[3])],
+            [ins[2], shape()],
             element_dtype=dtype,
             shape_type=dtypes.DT_INT32,
         )

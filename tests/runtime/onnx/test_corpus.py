@@ -41,12 +41,6 @@ STRING_PIPELINES = {e.name for e in MODELS if e.family == "zoo" and "text_classi
 STRING_GLUE = ("dtype string", "in a cluster too small")  # why glue stays native
 # ... and every other model of the zoo (keras.applications, a BERT-style encoder) delegates all.
 FULLY_DELEGATED |= {e.name for e in MODELS if e.family == "zoo"} - STRING_PIPELINES
-# Models whose rewrite still fails where the Session's native fallback answers (the reason).
-NEEDS_FALLBACK = {
-    "real_loops_with_side_effects": "a TensorArray read in a loop that stays a frame reads its "
-    "element-shape Const from outside the frame (tensor_arrays.py)",
-    "real_map_decode_jpeg_stripped": "the same, in central_crop's map_fn (its Asserts)",
-}
 # RNN models: each While loop is a member of a cluster (one ONNX Loop), none runs natively.
 RNN = {"keras_lstm", "keras_gru_bidirectional"}
 
@@ -110,10 +104,7 @@ def test_delegation_on_and_off_agree(entry, caplog):
         # native fallback (native_fallback.py) had nothing to answer: the rewrite held.
         assert UNSOUND_PARTITION not in caplog.text, caplog.text
         moved = {k: v for k, v in report.fallbacks.items() if k.startswith("signature ")}
-        if entry.name in NEEDS_FALLBACK:  # a known gap: the net must answer it (and it did, above)
-            assert moved, f"{entry.name} no longer needs the fallback: take it off NEEDS_FALLBACK"
-        else:
-            assert not moved, f"{entry.name}: signatures moved back to the original graph: {moved}"
+        assert not moved, f"{entry.name}: signatures moved back to the original graph: {moved}"
         if entry.name in FULLY_DELEGATED:
             assert report.flops_share == 1.0 and not report.fallbacks, report.summary()
             assert not report.native_compute_ops_with_flops(), report.summary()

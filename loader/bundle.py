@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import logging
 import os
 import time
@@ -83,12 +84,13 @@ class SavedModelBundle:
             close()
 
 
-def _delegate(session, delegation, served, cluster_cache, identity: str) -> None:
+def _delegate(session, delegation, served, cluster_cache, identity: str, original) -> None:
     """onnxruntime delegation, which only ever speeds a model up: if rewriting the graph fails,
-    the model loads with every op on the numpy kernels, and the reason is logged."""
+    the model loads with every op on the numpy kernels, and the reason is logged. ``original``
+    imports the graph again for the runs the rewrite fails, so the Session need not keep it."""
     try:
         options = None if delegation is True else delegation
-        session.delegate(options, served, cluster_cache, identity)
+        session.delegate(options, served, cluster_cache, identity, original)
     except Exception as exc:  # noqa: BLE001 - a model that runs natively is still served
         logger.warning(
             "onnxruntime delegation failed, every op runs on the numpy kernels: %s: %s",
@@ -158,7 +160,8 @@ def _load_saved_model(export_dir, tags, session_config, delegation, cluster_cach
             identity = ""
             if cluster_cache is not None:
                 identity = f"{model_identity(export_dir, fingerprint)} tags {sorted(tags)}"
-            _delegate(session, delegation, served, cluster_cache, identity)
+            original = functools.partial(_imported, meta_graph_def, export_dir, tags)
+            _delegate(session, delegation, served, cluster_cache, identity, original)
     except BaseException:
         close = getattr(session, "close", None)
         if close is not None:
@@ -204,6 +207,15 @@ def check_load_ops(
     if name is not None:
         ops["init"] = (name, list(resolve_assets(meta_graph_def, export_dir)))
     signature_check.check_load_ops(meta_graph_def, ops, index)
+
+
+def _imported(meta_graph_def: meta_graph_pb2.MetaGraphDef, export_dir: str, tags):
+    """The MetaGraphDef's graph, imported again (a delegated Session's native fallback)."""
+    from runtime.graph.graph import Graph
+
+    graph = Graph()
+    _import(graph, meta_graph_def, export_dir, tags)
+    return graph
 
 
 def _import(graph, meta_graph_def, export_dir: str, tags) -> None:

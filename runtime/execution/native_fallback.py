@@ -31,13 +31,40 @@ _FINAL = (errors.DeadlineExceededError, errors.CancelledError)
 class NativeFallback:
     """The original graph and its function runtime, with the signatures moved back to it."""
 
-    def __init__(self, graph: Graph, functions, on_fallback: Callable[[str, str], None] | None = None):
-        """``on_fallback(signature, why)`` is told once per signature moved back (the report)."""
-        self.graph = graph
-        self.functions = functions
+    def __init__(
+        self,
+        original: Graph | Callable[[], Graph],
+        runtime: Callable[[Graph], object],
+        on_fallback: Callable[[str, str], None] | None = None,
+    ):
+        """``original``: the graph, or what imports it again when first needed (a loader, which
+        has its GraphDef: a frozen model's weights are then not held twice). ``runtime(graph)``:
+        its function library runtime over the Session's resources (variables are found by name,
+        so an imported copy reads the restored ones). ``on_fallback(signature, why)`` is told
+        once per signature moved back (the report)."""
+        self._original, self._runtime = original, runtime
+        self._graph: Graph | None = original if isinstance(original, Graph) else None
+        self._functions = None
         self._on_fallback = on_fallback
         self._native: dict[tuple, tuple] = {}  # a key of the rewritten graph -> the original's key
         self._lock = threading.Lock()
+
+    @property
+    def graph(self) -> Graph:
+        if self._graph is None:
+            with self._lock:
+                if self._graph is None:
+                    self._graph = self._original()
+        return self._graph
+
+    @property
+    def functions(self):
+        if self._functions is None:
+            graph = self.graph
+            with self._lock:
+                if self._functions is None:
+                    self._functions = self._runtime(graph)
+        return self._functions
 
     def is_native(self, key: tuple) -> bool:
         return key in self._native
@@ -49,11 +76,12 @@ class NativeFallback:
         if found is not None:
             return found
         feeds, fetches, targets = key
+        graph = self.graph
         try:
             return (
-                tuple(self.graph.get_tensor_by_name(t.name) for t in feeds),
-                tuple(self.graph.get_tensor_by_name(t.name) for t in fetches),
-                tuple(self.graph.get_operation_by_name(op.name) for op in targets),
+                tuple(graph.get_tensor_by_name(t.name) for t in feeds),
+                tuple(graph.get_tensor_by_name(t.name) for t in fetches),
+                tuple(graph.get_operation_by_name(op.name) for op in targets),
             )
         except (KeyError, ValueError):
             return None

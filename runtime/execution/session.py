@@ -251,7 +251,9 @@ class Session:
         return plan
 
     # -- onnxruntime delegation ---------------------------------------------------------------
-    def delegate(self, options=None, signatures=None, cache_dir=None, model_identity: str = ""):
+    def delegate(
+        self, options=None, signatures=None, cache_dir=None, model_identity: str = "", original=None
+    ):
         """Rewrites this Session's graph once so that clusters of ops run in onnxruntime.
 
         Call after variables are restored and initialised (frozen reads take their values then).
@@ -260,20 +262,33 @@ class Session:
         for the whole graph. ``cache_dir``: the cluster cache's directory (None: none), which
         keeps the rewritten graph and converted clusters of the model ``model_identity`` names
         (``runtime/onnx/cluster_cache.py``). Returns the ``DelegationReport``, also kept as
-        ``delegation_report``. ``runtime.onnx`` is imported by name, on demand: onnxruntime loads
-        only in Sessions that delegate, and stays out of the static imports of the layers above.
+        ``delegation_report``. ``original``: what imports this graph again, for the runs the
+        rewrite fails (``native_fallback.py``; None: this graph is kept). ``runtime.onnx`` is
+        imported by name, on demand: onnxruntime loads only in Sessions that delegate, and stays
+        out of the static imports of the layers above.
         """
         onnx = importlib.import_module("runtime.onnx")
         cache = onnx.ClusterCache(cache_dir, model_identity) if cache_dir is not None else None
-        return onnx.delegate(self, options, signatures, cache)
+        return onnx.delegate(self, options, signatures, cache, original)
 
-    def _replace_graph(self, graph: Graph, on_fallback: Callable[[str, str], None] | None = None) -> None:
+    def _replace_graph(
+        self,
+        graph: Graph,
+        on_fallback: Callable[[str, str], None] | None = None,
+        original: Callable[[], Graph] | None = None,
+    ) -> None:
         """Runs ``graph`` (delegation's rewrite, same tensor names) from now on; plans are rebuilt.
-        The graph it replaces answers the runs ``graph`` fails (``native_fallback.py``), and
-        ``on_fallback(signature, why)`` is told of each signature moved back to it."""
+        The graph it replaces answers the runs ``graph`` fails (``native_fallback.py``): kept, or
+        imported again by ``original()`` when first needed; ``on_fallback(signature, why)`` is
+        told of each signature moved back to it."""
         with self._lock:
-            if self._fallback is None:
-                self._fallback = NativeFallback(self._graph, self._functions, on_fallback)
+            if self._fallback is None and original is None:  # (the replaced graph's own runtime)
+                functions = self._functions
+                self._fallback = NativeFallback(self._graph, lambda _: functions, on_fallback)
+            elif self._fallback is None:  # (nothing here may hold the replaced graph)
+                resources = self._resources
+                runtime = lambda native: FunctionLibraryRuntime(native.functions, resources)  # noqa: E731
+                self._fallback = NativeFallback(original, runtime, on_fallback)
             if graph.functions is not self._graph.functions:  # a library with rewritten bodies
                 self._functions = FunctionLibraryRuntime(graph.functions, self._resources)
             self._graph = graph

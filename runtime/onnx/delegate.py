@@ -35,12 +35,14 @@ def delegate(
     options: DelegationOptions | None = None,
     signatures: Iterable | None = None,
     cache: ClusterCache | None = None,
+    original=None,
 ):
     """Rewrites ``session``'s graph (see the module docstring); returns the DelegationReport.
 
     ``signatures``: what will be run, as (feed names, fetch names) pairs (see ``served_region``).
     ``cache``: where the rewritten graph and its converted clusters are kept between processes
     (``cluster_cache.py``): a hit skips steps 1-4, and each cluster's conversion and validation.
+    ``original``: what imports the graph again for the runs the rewrite fails (None: it is kept).
     """
     if getattr(session, "delegation_report", None) is not None:
         return session.delegation_report  # once per Session: the graph is already rewritten
@@ -65,7 +67,7 @@ def delegate(
         constants = ClusterConstants(session, rewrite.named_constants(fused_def, frozen))
         if cache is not None:
             store_plan(cache, plan_key, fused_def, library, session.graph.functions, report)
-    _install(session, fused_def, library, report, constants, options, key, cache)
+    _install(session, fused_def, library, report, constants, options, key, cache, reimport=original)
     logger.info("%s", report.summary())
     return report
 
@@ -88,7 +90,7 @@ def _plan_parts(options: DelegationOptions, signatures) -> list:
     ]
 
 
-def _install(session, fused_def, library, report, constants, options, key: str, cache) -> None:
+def _install(session, fused_def, library, report, constants, options, key: str, cache, reimport) -> None:
     """Step 5: the Session runs the fused graph, a runner per cluster. The graph is imported as
     derived (names and inputs checked, not each node against its op) whether rewritten here or
     read from the cache: a cached plan is the bytes a rewrite by this converter version wrote for
@@ -104,7 +106,7 @@ def _install(session, fused_def, library, report, constants, options, key: str, 
     for op in fused.get_operations():
         if op.type == CLUSTER_OP:
             cluster_lib.attach(op, options, report, constants, cache)
-    session._replace_graph(fused, report.record_fallback)  # (the original answers what it fails)
+    session._replace_graph(fused, report.record_fallback, reimport)  # (the original answers what it fails)
     session.cluster_constants = constants  # (the runners' and the context's are weak)
     session.delegation_report = report
 

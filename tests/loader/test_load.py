@@ -184,7 +184,7 @@ def test_a_failing_delegation_leaves_the_model_native_and_served(monkeypatch, ca
     """Delegation only speeds a model up: if rewriting the graph raises, the model still loads."""
     import runtime.onnx
 
-    def broken(session, options=None, signatures=None, cache=None):
+    def broken(session, options=None, signatures=None, cache=None, original=None):
         raise RuntimeError("converter exploded")
 
     monkeypatch.setattr(runtime.onnx, "delegate", broken)

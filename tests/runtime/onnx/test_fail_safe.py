@@ -170,3 +170,29 @@ def test_a_bad_input_gets_tfs_error_not_a_fallback(monkeypatch, caplog):
             assert not any(k.startswith("signature ") for k in bundle.session.delegation_report.fallbacks)
         bundle.close()
     assert errors_seen[0] is errors_seen[1] is errors.InvalidArgumentError
+
+
+def test_a_loaded_model_keeps_no_second_graph_until_a_run_fails(monkeypatch):
+    """The loader hands the Session what imports the graph again: the replaced graph is freed
+    (a frozen model's weights are not held twice), and imported only for a failed run."""
+    import gc
+    import weakref
+
+    from runtime.execution.session import Session as SessionClass
+
+    replaced = []
+    real = SessionClass._replace_graph
+
+    def recording(self, graph, *args, **kwargs):
+        replaced.append(weakref.ref(self.graph))
+        return real(self, graph, *args, **kwargs)
+
+    monkeypatch.setattr(SessionClass, "_replace_graph", recording)
+    manifest = corpus.check_current(ENTRIES["keras_mlp"])
+    bundle = load_saved_model(manifest["export_path"], ["serve"], delegation=True)
+    try:
+        gc.collect()
+        assert replaced and replaced[0]() is None, "the replaced graph is still alive"
+        assert bundle.session._fallback._graph is None  # not imported again before it is needed
+    finally:
+        bundle.close()

@@ -6,8 +6,9 @@
   someone reads. ``supported(op)`` is ``reason(op) is None``.
 - ``propose_clusters(graph, frozen)`` groups supported nodes into maximal clusters in one pass
   over a topological order: a node joins the clusters of its producers when the union stays
-  acyclic (no path leaves the union and comes back), so the result is deterministic and each
-  cluster can run as one node. Constants and frozen variable reads are not members: each cluster
+  acyclic (no path leaves the union and comes back, every other cluster taken as one node:
+  ``contraction.py``), so the result is deterministic and each cluster can run as one node; the
+  finished partition is checked once more as a whole. Constants and frozen variable reads are not members: each cluster
   gets its own copy of those it reads. Nodes of TF1 control flow (reachable from a ``Switch`` or
   ``Enter``) and nodes in cycles stay native. A cluster too small to pay for an onnxruntime call
   (only data movement, or fewer ops than ``min_cluster_ops`` and no big matmul/conv nor loop)

@@ -38,7 +38,7 @@ from apis.tensorflow.core.protobuf import fingerprint_pb2, meta_graph_pb2
 from loader.assets import resolve_assets
 from loader.fingerprint import model_identity, read_fingerprint
 from loader.meta_graph import select_meta_graph
-from loader.restore import DirectRestore, restored_keys
+from loader.restore import DirectRestore, restored_keys, uninitialized_variables
 from loader.saved_model import read_saved_model, variables_prefix
 from runtime import errors
 from runtime.execution import signature_check
@@ -154,6 +154,7 @@ def _load_saved_model(export_dir, tags, session_config, delegation, cluster_cach
         meta_graph_def, index = _load(session, tags, export_dir)
         unavailable = signature_check.unavailable_signatures(meta_graph_def, index)
         signature_check.check_some_signature_runs(meta_graph_def, unavailable, export_dir)
+        _check_variables(session, meta_graph_def, unavailable, export_dir)
         fingerprint = read_fingerprint(export_dir)
         if delegation:
             served = signature_tensors(meta_graph_def, skip=unavailable)
@@ -175,6 +176,19 @@ def _load_saved_model(export_dir, tags, session_config, delegation, cluster_cach
     for error in unavailable.values():
         logger.warning("%s", error.message)
     return SavedModelBundle(session, meta_graph_def, export_dir, tags, fingerprint, unavailable)
+
+
+def _check_variables(session, meta_graph_def, unavailable, export_dir: str) -> None:
+    """Every variable the signatures read holds a value after restore and init, or the load fails
+    (so that such a version never replaces a good one, and is retried when its files change)."""
+    missing = uninitialized_variables(session, signature_tensors(meta_graph_def, skip=unavailable))
+    if missing:
+        raise errors.FailedPreconditionError(
+            None,
+            None,
+            f"The SavedModel at {export_dir} leaves {len(missing)} variable(s) its signatures read "
+            f"without a value after restore and init (first: {missing[0]}). Is it still being written?",
+        )
 
 
 def signature_tensors(

@@ -8,7 +8,8 @@ variable files are absent". Reading the keys from the graph lets the loader refu
 version instead, and the server retry it when its files arrive.
 
 The restore op (``saver_def.restore_op_name``) depends on ``RestoreV2`` nodes (``Restore`` and
-``RestoreSlice`` in old graphs) whose ``tensor_names`` input is a Const listing the keys.
+``RestoreSlice`` in old graphs) whose ``tensor_names`` input is a Const listing the keys: in the
+graph (TF1), or in the restore function the restore op calls (TF2).
 
 ``DirectRestore``: the restore function ``tf.saved_model.save`` writes, run by its kernels without
 planning its graph (a start's largest single cost after imports).
@@ -28,13 +29,17 @@ UNKNOWN_KEY = "<computed key>"  # a key input that is not a Const: some key, nam
 
 
 def restored_keys(meta_graph_def: meta_graph_pb2.MetaGraphDef) -> list[str]:
-    """The checkpoint keys the restore op reads, in graph order; [] without a saver."""
+    """The checkpoint keys the restore op reads, in graph order; [] without a saver. The restore
+    op and what it depends on in the graph, and every function they call (``tf.saved_model.save``
+    restores in a library function called by ``StatefulPartitionedCall``), nested calls too."""
     restore_op = meta_graph_def.saver_def.restore_op_name
     if not restore_op:
         return []
+    library = {f.signature.name: f for f in meta_graph_def.graph_def.library.function}
     nodes = {node.name: node for node in meta_graph_def.graph_def.node}
     keys: list[str] = []
     seen: set[str] = set()
+    called: list[str] = []
     stack = [_node_name(restore_op)]
     while stack:
         name = stack.pop()
@@ -42,11 +47,39 @@ def restored_keys(meta_graph_def: meta_graph_pb2.MetaGraphDef) -> list[str]:
         if node is None or name in seen:
             continue
         seen.add(name)
-        key_input = _RESTORE_OPS.get(node.op)
-        if key_input is not None and len(node.input) > key_input:
-            keys.extend(_const_strings(nodes.get(_node_name(node.input[key_input]))))
+        keys.extend(_keys_of(node, nodes))
+        called.extend(_functions(node))
         stack.extend(_node_name(i) for i in node.input)
+    done: set[str] = set()
+    while called:
+        function = library.get(called.pop())
+        if function is None or function.signature.name in done:
+            continue
+        done.add(function.signature.name)
+        body = {node.name: node for node in function.node_def}
+        for node in function.node_def:
+            keys.extend(_keys_of(node, body))
+            called.extend(_functions(node))
     return keys
+
+
+def _keys_of(node, nodes: dict) -> list[str]:
+    """The keys a restore op reads (its key input's Const), [] for any other op."""
+    key_input = _RESTORE_OPS.get(node.op)
+    if key_input is None or len(node.input) <= key_input:
+        return []
+    return _const_strings(nodes.get(_node_name(node.input[key_input])))
+
+
+def _functions(node) -> list[str]:
+    """The library functions ``node``'s attrs name (a call's ``f``, a loop's ``cond``/``body``)."""
+    names = []
+    for value in node.attr.values():
+        if value.WhichOneof("value") == "func":
+            names.append(value.func.name)
+        elif value.WhichOneof("value") == "list":
+            names.extend(f.name for f in value.list.func)
+    return names
 
 
 def _node_name(tensor: str) -> str:
@@ -57,6 +90,40 @@ def _const_strings(node) -> list[str]:
     if node is None or node.op != "Const" or "value" not in node.attr:
         return [UNKNOWN_KEY]
     return [v.decode("utf-8", "replace") for v in node.attr["value"].tensor.string_val]
+
+
+def uninitialized_variables(sess, served) -> list[str]:
+    """The variables the ``served`` signatures ((feeds, fetches) tensor names) read that hold no
+    value after restore and init: a version that would fail every request with "Could not find
+    variable" (a TF2 export whose restore read nothing) is refused at load instead. Resource
+    variables (``VarHandleOp``, handles passed into the functions that read them) and ref
+    variables (``VariableV2``) of the graph, as the Session's resource manager keys them."""
+    from runtime.kernels import resources as resource_lib  # (the runtime core: loaded by the load)
+    from runtime.kernels.state_ops import LEGACY_VAR_KIND
+
+    graph = sess.graph
+    kinds = {"VarHandleOp": resource_lib.VAR_KIND, "VariableV2": LEGACY_VAR_KIND, "Variable": LEGACY_VAR_KIND}
+    missing: list[str] = []
+    seen: set = set()
+    for feeds, fetches in served:
+        fed = {graph.get_tensor_by_name(t).op for t in feeds}
+        stack = [graph.as_graph_element(name).op for name in fetches]
+        while stack:
+            op = stack.pop()
+            if op in seen or op in fed:
+                continue
+            seen.add(op)
+            kind = kinds.get(op.type)
+            if kind is not None:
+                container, name = resource_lib.resource_key(
+                    op.attrs.get("container", ""), op.attrs.get("shared_name", ""), op.name
+                )
+                var = sess.resources.get(resource_lib.ResourceHandle(container, name, kind))
+                if name != resource_lib.ANONYMOUS_NAME and (var is None or not var.is_initialized):
+                    missing.append(name)
+            stack.extend(t.op for t in op.inputs)
+            stack.extend(op.control_inputs)
+    return missing
 
 
 # -- the restore function, run without planning it --------------------------------------------

@@ -1,6 +1,7 @@
 """A new version copied in while clients are busy: no request fails, the new version is served.
 
-Version 2 of half_plus_two is written into the served base path the way real tools write it,
+Version 2 of a TF1 export (half_plus_two) and of a Keras 3 ``model.export`` (keras_mlp, whose
+restore runs in a library function) is written into the served base path the way real tools write it,
 each step visible to the server's 1 s polls: ``cp -r`` (saved_model.pb first, every file written
 in pieces), ``rsync`` (each file written under a temporary name, then renamed; saved_model.pb
 first) and an upload that sends the variables before saved_model.pb. Meanwhile four clients send
@@ -24,13 +25,18 @@ from apis.tensorflow_serving.apis import predict_pb2
 from runtime.tensor_util import make_tensor_proto
 from tests.e2e.conftest import MODELS_DIR
 
+# model -> (its version directory, the input it is fed)
+MODELS = {
+    "half_plus_two": ("00000123", "x", np.float32([[1.0]])),
+    "keras_mlp": ("1", "features", np.float32([[0.1, -0.2, 0.3, 0.4]])),
+}
 SOURCE = MODELS_DIR / "half_plus_two" / "00000123"
 STEP = 1.2  # longer than the 1 s poll: the server sees every intermediate state
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
 
 
-def files_in_order(saved_model_first: bool) -> list[Path]:
-    files = sorted(p.relative_to(SOURCE) for p in SOURCE.rglob("*") if p.is_file())
+def files_in_order(saved_model_first: bool, source: Path = SOURCE) -> list[Path]:
+    files = sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
     pb = [f for f in files if f.name == "saved_model.pb"]
     rest = [f for f in files if f.name != "saved_model.pb"]
     return pb + rest if saved_model_first else rest + pb
@@ -45,31 +51,34 @@ def write_in_pieces(src: Path, dst: Path) -> None:
         f.write(data[len(data) // 2 :])
 
 
-def copy_like(tool: str, target: Path) -> None:
-    """Writes SOURCE to ``target`` as ``tool`` would, pausing between steps."""
+def copy_like(tool: str, target: Path, source: Path = SOURCE) -> None:
+    """Writes ``source`` to ``target`` as ``tool`` would, pausing between steps."""
     target.mkdir()
     time.sleep(STEP)
-    for relative in files_in_order(saved_model_first=tool != "variables first"):
+    for relative in files_in_order(tool != "variables first", source):
         dst = target / relative
         dst.parent.mkdir(parents=True, exist_ok=True)
         if tool == "rsync":
             temp = dst.with_name(f".{dst.name}.XyZ123")
-            write_in_pieces(SOURCE / relative, temp)
+            write_in_pieces(source / relative, temp)
             time.sleep(STEP)
             os.rename(temp, dst)
         else:
-            write_in_pieces(SOURCE / relative, dst)
+            write_in_pieces(source / relative, dst)
         time.sleep(STEP)
 
 
 class Clients:
-    """Four threads sending Predict for the latest version; failures and versions recorded."""
+    """Four threads sending Predict for the latest version; failures and versions recorded. Every
+    answer must equal the first one (half_plus_two: y = 2.5; every version holds the same model)."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, model: str = "half_plus_two") -> None:
+        _, key, value = MODELS[model]
         request = predict_pb2.PredictRequest()
-        request.model_spec.name = "half_plus_two"
-        request.inputs["x"].CopyFrom(make_tensor_proto(np.float32([[1.0]])))
+        request.model_spec.name = model
+        request.inputs[key].CopyFrom(make_tensor_proto(value))
         self._data = request.SerializeToString()
+        self._first: dict = {"y": [2.5]} if model == "half_plus_two" else {}
         self.failures: list[str] = []
         self.versions: list[int] = []
         self.sent = 0
@@ -84,7 +93,10 @@ class Clients:
         while not self._stop.is_set():
             try:
                 response = call(self._data, timeout=10)
-                assert list(response.outputs["y"].float_val) == [2.5]
+                answer = {k: list(v.float_val) for k, v in response.outputs.items()}
+                self._first = self._first or answer
+                if answer != self._first:
+                    self.failures.append(f"answer {answer} != {self._first}")
                 self.versions.append(response.model_spec.version.value)
             except grpc.RpcError as e:
                 self.failures.append(f"{e.code().name}: {e.details()}")
@@ -98,20 +110,22 @@ class Clients:
             thread.join()
 
 
+@pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("tool", ["cp", "rsync", "variables first"])
-def test_a_version_copied_in_under_load_fails_no_request(model_server, model_dir, tool):
-    base = Path(model_dir("half_plus_two", versions={"00000123": "1"}))
-    server = model_server(f"--model_base_path={base}", "--model_name=half_plus_two")
-    clients = Clients(server.address)
+def test_a_version_copied_in_under_load_fails_no_request(model_server, model_dir, tool, model):
+    version = MODELS[model][0]
+    base = Path(model_dir(model, versions={version: "1"}))
+    server = model_server(f"--model_base_path={base}", f"--model_name={model}")
+    clients = Clients(server.address, model)
     try:
-        copy_like(tool, base / "2")
+        copy_like(tool, base / "2", MODELS_DIR / model / version)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (not clients.versions or clients.versions[-1] != 2):
             time.sleep(0.1)
         time.sleep(0.5)
     finally:
         clients.stop()
-    print(f"{tool}: {clients.sent} requests, {len(clients.failures)} failed")
+    print(f"{model} {tool}: {clients.sent} requests, {len(clients.failures)} failed")
     assert clients.failures == []
     assert clients.versions[0] == 1 and clients.versions[-1] == 2
     if tool == "cp":  # the half-copied states were tried and refused

@@ -67,6 +67,21 @@ def test_a_half_copied_version_fails_to_load(tmp_path, state, error):
         assert "restores 3 checkpoint tensor(s) (first: a) but has no checkpoint" in info.value.message
 
 
+@pytest.mark.parametrize("model", ["keras_mlp/1", "half_plus_two_tf2/1"])
+def test_a_tf2_export_without_its_variables_fails_to_load(tmp_path, model):
+    """``tf.saved_model.save`` restores in a library function (StatefulPartitionedCall): its keys
+    are found there, so the version is refused, not served with uninitialised variables."""
+    export = tmp_path / "version"
+    shutil.copytree(HALF_PLUS_TWO.parents[1] / model, export)
+    shutil.rmtree(export / "variables")
+    with pytest.raises(errors.FailedPreconditionError) as info:
+        load_saved_model(str(export))
+    assert (
+        "checkpoint tensor(s) (first: " in info.value.message
+        and "but has no checkpoint" in info.value.message
+    )
+
+
 def test_the_complete_copy_loads(tmp_path):
     bundle = load_saved_model(str(_state(tmp_path, "complete")))
     assert bundle.session.run("y:0", {"x:0": np.float32([[1.0]])}).tolist() == [[2.5]]
@@ -79,10 +94,13 @@ def test_restored_keys_are_checkpoint_keys_on_every_oracle_model():
         if not (export / INDEX).exists():
             continue
         checkpoint = set(load_checkpoint(str(export / "variables" / "variables")).get_variable_to_shape_map())
+        values = checkpoint - {"_CHECKPOINTABLE_OBJECT_GRAPH"}  # (TF2's object graph: read by no op)
         for meta_graph in read_saved_model(str(export)).meta_graphs:
             keys = restored_keys(meta_graph)
             assert UNKNOWN_KEY not in keys, export
             assert set(keys) <= checkpoint, (export, set(keys) - checkpoint)
+            if values and meta_graph.saver_def.restore_op_name:  # what a saver restores is found
+                assert keys, f"{export}: a checkpoint of {len(values)} values, no key found"
             checked += bool(keys)
     assert checked > 10
 
@@ -92,3 +110,20 @@ def test_no_saver_no_keys():
     assert restored_keys(meta_graph) == ["a", "b", "c"]
     meta_graph.ClearField("saver_def")
     assert restored_keys(meta_graph) == []
+
+
+def test_a_version_whose_variables_stay_uninitialised_fails_its_load(tmp_path):
+    """The invariant at load: every variable the signatures read holds a value after restore and
+    init. Here the saver is gone (a restore that reads nothing): the load fails, naming a variable,
+    where it would otherwise succeed and fail every request with "Could not find variable"."""
+    from apis.tensorflow.core.protobuf import saved_model_pb2
+
+    export = tmp_path / "version"
+    shutil.copytree(HALF_PLUS_TWO.parents[1] / "keras_mlp" / "1", export)
+    saved = saved_model_pb2.SavedModel.FromString((export / "saved_model.pb").read_bytes())
+    for meta_graph in saved.meta_graphs:
+        meta_graph.ClearField("saver_def")
+    (export / "saved_model.pb").write_bytes(saved.SerializeToString())
+    with pytest.raises(errors.FailedPreconditionError) as info:
+        load_saved_model(str(export))
+    assert "without a value after restore and init (first: " in info.value.message

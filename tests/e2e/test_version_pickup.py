@@ -1,7 +1,8 @@
 """A new version copied in while clients are busy: no request fails, the new version is served.
 
-Version 2 of a TF1 export (half_plus_two) and of a Keras 3 ``model.export`` (keras_mlp, whose
-restore runs in a library function) is written into the served base path the way real tools write it,
+Version 2 of a TF1 export (half_plus_two), of a ``tf.saved_model.save`` of a ``tf.Module``
+(half_plus_two_tf2) and of a Keras 3 ``model.export`` (keras_mlp; these two restore in a library
+function) is written into the served base path the way real tools write it,
 each step visible to the server's 1 s polls: ``cp -r`` (saved_model.pb first, every file written
 in pieces), ``rsync`` (each file written under a temporary name, then renamed; saved_model.pb
 first) and an upload that sends the variables before saved_model.pb. Meanwhile four clients send
@@ -28,6 +29,7 @@ from tests.e2e.conftest import MODELS_DIR
 # model -> (its version directory, the input it is fed)
 MODELS = {
     "half_plus_two": ("00000123", "x", np.float32([[1.0]])),
+    "half_plus_two_tf2": ("1", "x", np.float32([1.0])),
     "keras_mlp": ("1", "features", np.float32([[0.1, -0.2, 0.3, 0.4]])),
 }
 SOURCE = MODELS_DIR / "half_plus_two" / "00000123"

@@ -1,6 +1,7 @@
 """A new version copied in while clients are busy: no request fails, the new version is served.
 
-Version 2 of a TF1 export (half_plus_two), of a ``tf.saved_model.save`` of a ``tf.Module``
+Version 2 of a TF1 export (half_plus_two), of an Estimator's (estimator_classifier, saved with
+default attrs stripped), of a ``tf.saved_model.save`` of a ``tf.Module``
 (half_plus_two_tf2) and of a Keras 3 ``model.export`` (keras_mlp; these two restore in a library
 function) is written into the served base path the way real tools write it,
 each step visible to the server's 1 s polls: ``cp -r`` (saved_model.pb first, every file written
@@ -22,12 +23,28 @@ import grpc
 import numpy as np
 import pytest
 
+from apis.tensorflow.core.example import example_pb2
 from apis.tensorflow_serving.apis import predict_pb2
 from runtime.tensor_util import make_tensor_proto
 from tests.e2e.conftest import MODELS_DIR
 
+
+def _flower() -> np.ndarray:
+    """One serialized tf.Example of the estimator_classifier's four float features."""
+    example = example_pb2.Example()
+    for name, value in (
+        ("sepal_length", 5.1),
+        ("sepal_width", 3.5),
+        ("petal_length", 1.4),
+        ("petal_width", 0.2),
+    ):
+        example.features.feature[name].float_list.value.append(value)
+    return np.array([example.SerializeToString()], dtype=object)
+
+
 # model -> (its version directory, the input it is fed)
 MODELS = {
+    "estimator_classifier": ("1", "inputs", _flower()),
     "half_plus_two": ("00000123", "x", np.float32([[1.0]])),
     "half_plus_two_tf2": ("1", "x", np.float32([1.0])),
     "keras_mlp": ("1", "features", np.float32([[0.1, -0.2, 0.3, 0.4]])),

@@ -61,20 +61,26 @@ def files_in_order(saved_model_first: bool, source: Path = SOURCE) -> list[Path]
     return pb + rest if saved_model_first else rest + pb
 
 
-def write_in_pieces(src: Path, dst: Path) -> None:
+def write_in_pieces(src: Path, dst: Path, pause: float = STEP) -> None:
     data = src.read_bytes()
     with open(dst, "wb") as f:
         f.write(data[: len(data) // 2])
         f.flush()
-        time.sleep(STEP)
+        time.sleep(pause)
         f.write(data[len(data) // 2 :])
 
 
 def copy_like(tool: str, target: Path, source: Path = SOURCE) -> None:
-    """Writes ``source`` to ``target`` as ``tool`` would, pausing between steps."""
+    """Writes ``source`` to ``target`` as ``tool`` would, pausing between steps: ``cp`` and
+    ``rsync`` (saved_model.pb first), ``variables first``, ``index before data`` (saved_model.pb,
+    then the checkpoint index, then its data) and ``resumed`` (cp, stopped half way through the
+    data for several polls, then resumed)."""
     target.mkdir()
     time.sleep(STEP)
-    for relative in files_in_order(tool != "variables first", source):
+    files = files_in_order(tool != "variables first", source)
+    if tool == "index before data":
+        files.sort(key=lambda f: (f.name != "saved_model.pb", "data" in f.name))
+    for relative in files:
         dst = target / relative
         dst.parent.mkdir(parents=True, exist_ok=True)
         if tool == "rsync":
@@ -83,7 +89,8 @@ def copy_like(tool: str, target: Path, source: Path = SOURCE) -> None:
             time.sleep(STEP)
             os.rename(temp, dst)
         else:
-            write_in_pieces(source / relative, dst)
+            stalls = tool == "resumed" and "data" in relative.name
+            write_in_pieces(source / relative, dst, 4 * STEP if stalls else STEP)
         time.sleep(STEP)
 
 
@@ -130,7 +137,7 @@ class Clients:
 
 
 @pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("tool", ["cp", "rsync", "variables first"])
+@pytest.mark.parametrize("tool", ["cp", "rsync", "variables first", "index before data", "resumed"])
 def test_a_version_copied_in_under_load_fails_no_request(model_server, model_dir, tool, model):
     version = MODELS[model][0]
     base = Path(model_dir(model, versions={version: "1"}))

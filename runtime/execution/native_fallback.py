@@ -1,4 +1,4 @@
-"""``NativeFallback``: the graph a Session ran before delegation rewrote it, kept to answer for it.
+"""``NativeFallback``: the graph a Session ran before delegation rewrote it, to answer for it.
 
 Delegation (``runtime.onnx``) is an optimisation: its rewritten graph must answer what the
 original answers. Clusters check themselves (each first run against the native kernels); this is
@@ -9,8 +9,9 @@ itself). When a run of the rewritten graph raises, the same feeds run on the ori
 - if it answers, the rewrite broke that signature: the signature (the run's feeds, fetches and
   targets) runs on the original graph from then on, which is logged and reported once.
 
-The original graph's tensors are found by name (the rewrite keeps every name). Thread-safe: the
-state is a set and a dict written under a lock, read without one.
+The original graph is kept, or imported again when first needed (``original``); its tensors are
+found by name (the rewrite keeps every name). Thread-safe: the state (that graph, its runtime, the
+signatures moved back) is written under a lock and read without one.
 """
 
 from __future__ import annotations

@@ -36,9 +36,10 @@ import numpy as np
 
 from apis.tensorflow.core.protobuf import fingerprint_pb2, meta_graph_pb2
 from loader.assets import resolve_assets
+from loader.completeness import check_assets, check_checkpoint
 from loader.fingerprint import model_identity, read_fingerprint
 from loader.meta_graph import select_meta_graph
-from loader.restore import DirectRestore, restored_keys, uninitialized_variables
+from loader.restore import DirectRestore, uninitialized_variables
 from loader.saved_model import read_saved_model, variables_prefix
 from runtime import errors
 from runtime.execution import signature_check
@@ -248,16 +249,9 @@ def _import(graph, meta_graph_def, export_dir: str, tags) -> None:
 
 def restore_variables(sess, meta_graph_def: meta_graph_pb2.MetaGraphDef, export_dir: str) -> None:
     """Run the saver's restore op with the variables prefix fed; a no-op for exports without variables."""
+    check_checkpoint(meta_graph_def, export_dir)
     prefix = variables_prefix(export_dir)
     if not os.path.exists(prefix + ".index"):
-        keys = restored_keys(meta_graph_def)
-        if keys:  # TensorFlow loads this and every request fails: refuse, so it is retried
-            raise errors.FailedPreconditionError(
-                None,
-                None,
-                f"The SavedModel at {export_dir} restores {len(keys)} checkpoint tensor(s) (first: "
-                f"{keys[0]}) but has no checkpoint: {prefix}.index not found. Is it still being written?",
-            )
         logger.info("The specified SavedModel has no variables; no checkpoints were restored.")
         return
     saver_def = meta_graph_def.saver_def
@@ -300,6 +294,7 @@ def run_init_op(sess, meta_graph_def: meta_graph_pb2.MetaGraphDef, export_dir: s
     name = init_op_name(meta_graph_def)
     if name is None:
         return
+    check_assets(meta_graph_def, export_dir)
     assets = resolve_assets(meta_graph_def, export_dir)
     feeds = {
         tensor: np.array(path.encode("utf-8", "surrogateescape"), dtype=object)

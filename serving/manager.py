@@ -15,7 +15,8 @@ Guarantees:
 - A failed load is retried ``max_num_load_retries`` times, ``load_retry_interval`` apart,
   then recorded (state END with the error) without touching the versions being served.
   Beyond TF Serving: a failed or retrying version whose directory changes on disk (e.g. a
-  half-copied export being completed) is tried again on the next poll, and a version waiting
+  half-copied export being completed) is tried again on the next poll; a load during which
+  its directory changed counts as failed (what it read may be half of two states), and a version waiting
   to retry holds no load slot (``num_load_threads``), so one model's failing load never holds
   up another's.
 """
@@ -381,6 +382,12 @@ class AspiredVersionsManager:
             fp = fingerprint(h.path)
             try:
                 bundle = self._load_and_warm_up(h)
+                if fingerprint(h.path) != fp:  # written to while it was read: not what is on disk now
+                    self._unload_fn(bundle)
+                    bundle = None
+                    raise errors.FailedPreconditionError(
+                        None, None, f"{h.path} changed while it was being loaded. Is it still being written?"
+                    )
                 error = None
                 break
             except Exception as e:  # any loader failure is a failed load, never a crash

@@ -150,6 +150,18 @@ class BundleReader:
         self._parsed[key] = entry
         return entry
 
+    def shard_extents(self) -> dict[int, int]:
+        """Shard id -> the bytes its entries reach (offset + size): how long each data file must
+        be. Every shard of ``num_shards`` appears (0 where no entry lies in it)."""
+        extents = dict.fromkeys(range(self.num_shards), 0)
+        for key in self._entries:
+            if key == HEADER_ENTRY_KEY:
+                continue
+            entry = self._entry(key, key.decode("utf-8", "surrogateescape"))
+            if entry.size:
+                extents[entry.shard_id] = max(extents.get(entry.shard_id, 0), entry.offset + entry.size)
+        return extents
+
     def shape(self, name: str) -> list[int]:
         entry = self.entry(name)
         return self._dims(entry, name)

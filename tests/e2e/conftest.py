@@ -22,6 +22,8 @@ Usage::
 - ``model_dir(name, versions=None, dest=None)`` copies ``models/<name>`` (optionally only
   some version directories, optionally renamed: ``versions={"00000123": "1"}``) to a fresh
   base path under ``tmp_path`` and returns it as a string.
+- ``s3`` starts moto's S3 server on loopback behind a proxy a test can take down; yields
+  (file system, proxy).
 - ``free_port()`` returns a free loopback port, never one it returned before in this process
   (two picks for one server's ``--port`` and ``--rest_api_port`` must differ).
 - ``requires_model(name)`` fails the test unless ``models/<name>`` exists and our loader
@@ -235,6 +237,26 @@ def model_dir(tmp_path):
         return str(base)
 
     return copy
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """moto's S3 server, a proxy in front of it, the bucket ``s3_server.BUCKET``, and the
+    server's credentials in the environment. Yields (the file system, straight to moto; the
+    proxy): point ``AWS_ENDPOINT_URL`` at ``proxy.url`` for the server."""
+    import s3fs
+
+    from tests.e2e.s3_server import BUCKET, CREDENTIALS, MotoServer, Proxy
+
+    moto = MotoServer()
+    proxy = Proxy(moto.port)
+    for key, value in {**CREDENTIALS, "AWS_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    fs = s3fs.S3FileSystem(endpoint_url=moto.url)
+    fs.mkdir(BUCKET)
+    yield fs, proxy
+    proxy.close()
+    moto.stop()
 
 
 @pytest.fixture(name="free_port")

@@ -12,6 +12,7 @@ import time
 
 from tests.e2e.conftest import free_port
 
+BUCKET = "models-bucket"  # made by the ``s3`` fixture (conftest.py)
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing-key", "AWS_SECRET_ACCESS_KEY": "testing-secret-do-not-log"}
 
 

@@ -13,32 +13,15 @@ import time
 
 import grpc
 import pytest
-import s3fs
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from apis.tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 from tests.e2e.conftest import MODELS_DIR
-from tests.e2e.s3_server import CREDENTIALS, MotoServer, Proxy
+from tests.e2e.s3_server import BUCKET, CREDENTIALS
 from tests.e2e.test_version_pickup import Clients
 
 SOURCE = MODELS_DIR / "half_plus_two" / "00000123"
 SERVING = health_pb2.HealthCheckResponse.SERVING
-BUCKET = "models-bucket"
-
-
-@pytest.fixture
-def s3(monkeypatch):
-    """moto's server, a proxy in front of it, a bucket, and the server's environment (through
-    the proxy). Yields (direct file system, proxy)."""
-    moto = MotoServer()
-    proxy = Proxy(moto.port)
-    for key, value in {**CREDENTIALS, "AWS_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(key, value)
-    fs = s3fs.S3FileSystem(endpoint_url=moto.url)
-    fs.mkdir(BUCKET)
-    yield fs, proxy
-    proxy.close()
-    moto.stop()
 
 
 def upload_version(fs, base: str, version: int, pause: float = 0.0) -> None:

@@ -1,8 +1,9 @@
 """loader.restore and the loader's refusal of a version caught half-copied.
 
 Each state a copy passes through (``saved_model.pb`` alone, the index without its data, a
-data shard or index cut short, ``saved_model.pb`` cut short) fails to load with a status, never
-"success with no variables" as in TensorFlow; the complete copy loads. And on every model the
+data shard or index cut short, an asset not yet there: FAILED_PRECONDITION naming it;
+``saved_model.pb`` cut short: DATA_LOSS) fails to load with a status, never "success with no
+variables" as in TensorFlow; the complete copy loads. And on every model the
 oracle built, the keys the restore op reads are keys of its checkpoint.
 """
 
@@ -41,6 +42,8 @@ def _state(tmp_path: Path, name: str) -> Path:
         _cut(export / DATA, 0.5)
     elif name == "index cut short":
         _cut(export / INDEX, 0.6)
+    elif name == "asset missing":
+        (export / "assets" / "foo.txt").unlink()
     elif name == "saved_model.pb cut short":
         _cut(export / "saved_model.pb", 0.7)
     elif name == "empty directory":
@@ -53,9 +56,10 @@ def _state(tmp_path: Path, name: str) -> Path:
     "state, error",
     [
         ("saved_model.pb only", errors.FailedPreconditionError),
-        ("index without data", errors.DataLossError),
-        ("data cut short", errors.DataLossError),
-        ("index cut short", errors.DataLossError),
+        ("index without data", errors.FailedPreconditionError),
+        ("data cut short", errors.FailedPreconditionError),
+        ("index cut short", errors.FailedPreconditionError),
+        ("asset missing", errors.FailedPreconditionError),
         ("saved_model.pb cut short", errors.DataLossError),
         ("empty directory", errors.NotFoundError),
     ],
@@ -63,8 +67,17 @@ def _state(tmp_path: Path, name: str) -> Path:
 def test_a_half_copied_version_fails_to_load(tmp_path, state, error):
     with pytest.raises(error) as info:
         load_saved_model(str(_state(tmp_path, state)))
-    if state == "saved_model.pb only":
-        assert "restores 3 checkpoint tensor(s) (first: a) but has no checkpoint" in info.value.message
+    message = info.value.message
+    expected = {
+        "saved_model.pb only": "restores 3 checkpoint tensor(s) (first: a) but has no checkpoint",
+        "index without data": "lacks data shard 0 of the 1 its checkpoint index names",
+        "data cut short": "cut short: ",
+        "index cut short": "has a checkpoint index that does not end in its footer",
+        "asset missing": "lacks the asset file its init op reads",
+    }.get(state, "")
+    assert expected in message
+    if error is errors.FailedPreconditionError:
+        assert message.endswith("Is it still being written?")
 
 
 @pytest.mark.parametrize("model", ["keras_mlp/1", "half_plus_two_tf2/1"])

@@ -217,6 +217,36 @@ def test_half_written_version_loads_once_complete(manager, loader, tmp_path):
     wait_until(lambda: states(manager, "m") == {2: ManagerState.AVAILABLE, 1: ManagerState.END})
 
 
+def test_a_version_written_to_while_it_loads_is_not_served_until_a_load_sees_it_still(tmp_path):
+    """A load during which the directory changed read half of two states: it counts as failed
+    (its bundle released), the old version keeps serving, and the next poll loads it again."""
+    written = threading.Event()
+
+    class WrittenDuringLoad(FakeLoader):
+        def __call__(self, path, servable_id):
+            bundle = super().__call__(path, servable_id)
+            if servable_id.version == 2 and not written.is_set():
+                with open(os.path.join(path, "variables.data"), "w") as f:  # the copy goes on
+                    f.write("more")
+                written.set()
+            return bundle
+
+    loader = WrittenDuringLoad()
+    manager = AspiredVersionsManager(loader, max_num_load_retries=5, load_retry_interval_seconds=60)
+    manager.set_aspired_versions("m", [AspiredVersion(1, make_version(tmp_path, 1))])
+    wait_until(lambda: manager.available_versions("m") == [1])
+    path = make_version(tmp_path, 2)
+    manager.set_aspired_versions("m", [AspiredVersion(2, path)])
+    wait_until(lambda: manager._harnesses["m"][2].waiting_retry)
+    first = loader.bundles[path]
+    assert first.session.closed  # released, never served
+    assert manager.available_versions("m") == [1]
+    manager.set_aspired_versions("m", [AspiredVersion(2, path)])  # the next poll sees the change
+    wait_until(lambda: manager.available_versions("m") == [2])
+    assert loader.calls.count(path) == 2 and not loader.bundles[path].session.closed
+    manager.stop()
+
+
 def test_retry_wait_ends_early_when_directory_changes(loader, tmp_path):
     manager = AspiredVersionsManager(loader, max_num_load_retries=1, load_retry_interval_seconds=60)
     partial = tmp_path / "1"

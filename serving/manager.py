@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime import errors
-from serving import metrics
+from serving import memory, metrics
 from serving import policy as policy_lib
 from serving.policy import HarnessState
 from serving.servable import ManagerState, Servable, ServableId, fingerprint
@@ -480,6 +480,8 @@ class AspiredVersionsManager:
             h.bundle, h.cache, h.pinned, h.state = None, {}, None, HarnessState.DISABLED
             logger.info("Done unloading servable version %s", h.id)
             self._publish(h, ManagerState.END)
+        memory.release_freed()  # its cycles, now, and before the next load is approved
+        with self._cv:
             self._reconcile()
 
 

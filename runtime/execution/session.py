@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -49,6 +50,9 @@ class DeviceAttributes:
     incarnation: int = 0
 
 
+logger = logging.getLogger(__name__)
+
+
 class Session:
     """Runs a Graph's ops; owns the resources (variables) those ops create."""
 
@@ -73,6 +77,7 @@ class Session:
         self._plans_version = self._graph.version
         self._lock = threading.Lock()
         self._closed = False
+        self._on_close: list[Callable[[], None]] = []
         self._check_feed_shapes = check_feed_shapes
         self.delegation_report = None  # set by delegate(): what runs in onnxruntime
         self.cluster_constants = None  # set by delegate(): the weights its clusters read by name
@@ -318,11 +323,24 @@ class Session:
             raise RuntimeError("Attempted to use a closed Session.")
 
     def close(self) -> None:
-        """Later runs raise RuntimeError; variables and other resources are dropped."""
+        """Later runs raise RuntimeError; variables and other resources are dropped, and what
+        ``on_close`` registered runs (once)."""
         self._closed = True
         self._resources.clear()
         with self._lock:
             self._plans = {}
+            callbacks, self._on_close = self._on_close, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - a failing release must not stop the others
+                logger.exception("A Session close callback raised")
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """``callback()`` runs when the Session closes: what a layer above attached to it (the
+        delegation's onnxruntime sessions) is released then, not when the collector finds it."""
+        with self._lock:
+            self._on_close.append(callback)
 
     def __enter__(self) -> Session:
         self._default = self.as_default()

@@ -98,6 +98,7 @@ class ClusterRunner:
         self._native_plan = None
         self._native_only = False
         self._lock = threading.Lock()
+        self._closed = False
         self.providers: list[str] = []
         self._constant_inputs, self._constant_names, self._constants = constants or ([], [], None)
         self._static_shapes = _static_shapes(self._graph_def, input_names)
@@ -231,9 +232,21 @@ class ClusterRunner:
         logger.warning("onnxruntime cluster %s failed on this run, ran natively: %s", self.name, exc)
         return self._result(outputs)
 
+    def close(self) -> None:
+        """Drops the onnxruntime sessions (their weights, arenas and thread pools) now, not when
+        the cyclic collector next reaches the graph that holds this runner: a version unloaded
+        gives its memory back at once. Later calls raise."""
+        with self._lock:
+            self._closed = True
+            self._compiled, self._runs, self._signatures = {}, {}, {}
+            self._last, self._last_two = (None, -1, None), (None, -1, None, -1, None)
+            self._native_plan, self._constants = None, None
+
     def _call_slow(self, inputs):
         """A first run of a signature (compile and validate), a native run, or inputs that are
         not all ndarrays."""
+        if self._closed:
+            raise RuntimeError(f"Attempted to use a closed Session (cluster {self.name})")
         inputs = [x if type(x) is np.ndarray else np.asarray(x) for x in inputs]
         key = tuple([(x.dtype, x.ndim) for x in inputs])
         entry = self._compiled.get(key)
@@ -472,6 +485,7 @@ _RUNNERS_LOCK = threading.Lock()
 # Per delegation key (every cluster node carries it): its options, report, (weakly: the Session
 # owns them) cluster constants and cluster cache, for runners attached late (in function bodies).
 _CONTEXTS: dict[str, tuple] = {}
+_KEYED: dict[str, weakref.WeakSet] = {}  # delegation key -> the runners made for it
 
 
 def _static_shapes(graph_def: graph_pb2.GraphDef, input_names: list[str]) -> list[tuple | None]:
@@ -495,6 +509,17 @@ def register_context(
 ) -> None:
     with _RUNNERS_LOCK:
         _CONTEXTS[key] = (options, report, weakref.ref(constants) if constants is not None else None, cache)
+        _KEYED.setdefault(key, weakref.WeakSet())
+
+
+def release(key: str) -> None:
+    """The delegation ``key`` is done with (its Session closed): its context is forgotten and
+    every runner made for it closed (``ClusterRunner.close``)."""
+    with _RUNNERS_LOCK:
+        _CONTEXTS.pop(key, None)
+        runners = list(_KEYED.pop(key, ()))
+    for runner in runners:
+        runner.close()
 
 
 def attach(
@@ -525,8 +550,12 @@ def attach(
         cache,
         attr["heavy_ops"].i if "heavy_ops" in attr else 0,
     )
+    key = attr["key"].s.decode() if "key" in attr else ""
     with _RUNNERS_LOCK:
         _RUNNERS[op] = runner
+        keyed = _KEYED.get(key)
+        if keyed is not None:
+            keyed.add(runner)
     return runner
 
 

@@ -13,6 +13,7 @@ The report (``DelegationReport``) is returned, kept on the Session and logged. W
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 from collections.abc import Iterable
@@ -107,6 +108,7 @@ def _install(session, fused_def, library, report, constants, options, key: str, 
         if op.type == CLUSTER_OP:
             cluster_lib.attach(op, options, report, constants, cache)
     session._replace_graph(fused, report.record_fallback, reimport)  # (the original answers what it fails)
+    session.on_close(functools.partial(cluster_lib.release, key))  # its onnxruntime sessions, at once
     session.cluster_constants = constants  # (the runners' and the context's are weak)
     session.delegation_report = report
 

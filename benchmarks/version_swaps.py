@@ -1,0 +1,175 @@
+"""Resident memory of ``model_server`` over many version swaps under load.
+
+    .venv/bin/python benchmarks/version_swaps.py [--model zoo_mobilenet_v2_saved] [--swaps 100]
+        [--clients 4] [--policy availability|resource]
+
+Serves one SavedModel (an oracle-built export, or a ``models/`` directory) from a fresh base path,
+then writes ``--swaps`` new versions one after the other, each under a temporary name and renamed
+into the base path (as a deploy tool does), while ``--clients`` threads send Predict. After each
+swap (the new version answering, the old one unloaded) it prints the server's RSS, and at the end
+the reference the issue names: RSS after the last swap against RSS after the third, the highest
+RSS seen during a swap (sampled every 20 ms) and the number of failed requests. A benchmark: it
+asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import grpc
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from apis.tensorflow_serving.apis import (  # noqa: E402
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+)
+from tests.e2e.conftest import free_port  # noqa: E402
+from tests.e2e.test_version_pickup import COMMITTED, request_of  # noqa: E402
+
+PREDICT = "/tensorflow.serving.PredictionService/Predict"
+
+
+def export_of(model: str) -> Path:
+    if model in COMMITTED:
+        return REPO / "models" / model / COMMITTED[model][0]
+    from tests.oracle.corpus import load_manifest
+
+    return load_manifest(model)["export_path"]
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class Load:
+    """Closed-loop Predict clients; counts sent and failed."""
+
+    def __init__(self, address: str, request: predict_pb2.PredictRequest, clients: int) -> None:
+        self._data = request.SerializeToString()
+        self.sent = self.failed = 0
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(address,), daemon=True) for _ in range(clients)]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self, address: str) -> None:
+        channel = grpc.insecure_channel(address)
+        call = channel.unary_unary(PREDICT)
+        while not self._stop.is_set():
+            try:
+                call(self._data, timeout=30)
+            except grpc.RpcError as e:
+                self.failed += 1
+                self.failures.append(f"{e.code().name}: {e.details()}"[:200])
+            self.sent += 1
+        channel.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+
+
+def available(stub, model: str) -> list[int]:
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = model
+    try:
+        response = stub.GetModelStatus(request, timeout=5)
+    except grpc.RpcError:
+        return []
+    return sorted(s.version for s in response.model_version_status if s.state == 30)  # AVAILABLE
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="zoo_mobilenet_v2_saved")
+    parser.add_argument("--swaps", type=int, default=100)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--policy", default="", help="a --version_swap_policy value, if given")
+    parser.add_argument("--server-flag", action="append", default=[], help="more model_server flags")
+    args = parser.parse_args(argv)
+    source = export_of(args.model)
+    work = Path(tempfile.mkdtemp(prefix="version-swaps-"))
+    base = work / args.model
+    base.mkdir()
+    shutil.copytree(source, base / "1")
+    port = free_port()
+    command = [sys.executable, "-m", "serving", f"--port={port}", "--grpc_bind_address=127.0.0.1"]
+    command += [f"--model_base_path={base}", f"--model_name={args.model}", "--file_system_poll_wait_seconds=1"]
+    command += [f"--version_swap_policy={args.policy}"] if args.policy else []
+    command += args.server_flag
+    log = open(work / "server.log", "wb")  # noqa: SIM115 - closed at the end
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub = model_service_pb2_grpc.ModelServiceStub(channel)
+    try:
+        deadline = time.monotonic() + 120
+        while available(stub, args.model) != [1]:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"model_server did not serve version 1; see {work / 'server.log'}")
+            time.sleep(0.2)
+        load = Load(f"127.0.0.1:{port}", request_of(args.model) if args.model in COMMITTED else _request(args.model), args.clients)
+        time.sleep(2)
+        after = [rss_mib(server.pid)]
+        peaks = []
+        print(f"{args.model}: version 1 served, RSS {after[0]:.0f} MiB, policy {args.policy or 'default'}")
+        for version in range(2, args.swaps + 2):
+            staging = work / f".staging-{version}"
+            shutil.copytree(source, staging)
+            os.rename(staging, base / str(version))
+            peak = 0.0
+            deadline = time.monotonic() + 120
+            while available(stub, args.model) != [version]:
+                peak = max(peak, rss_mib(server.pid))
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"swap to version {version} did not finish; see {work / 'server.log'}")
+                time.sleep(0.02)
+            shutil.rmtree(base / str(version - 1))
+            after.append(rss_mib(server.pid))
+            peaks.append(max(peak, after[-1]))
+            print(f"swap {version - 1:3d}: RSS {after[-1]:6.0f} MiB (peak {peaks[-1]:.0f}), {load.sent} requests, {load.failed} failed", flush=True)
+        load.stop()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+        log.close()
+        channel.close()
+    third, last = after[min(3, len(after) - 1)], after[-1]
+    print(f"RSS after swap 3: {third:.0f} MiB; after swap {len(after) - 1}: {last:.0f} MiB; ratio {last / third:.3f} (aim <= 1.10)")
+    print(f"highest RSS during a swap: {max(peaks):.0f} MiB (median of per-swap peaks {sorted(peaks)[len(peaks) // 2]:.0f})")
+    print(f"requests: {load.sent}, failed: {load.failed}{' ' + load.failures[0] if load.failures else ''}")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _request(model: str) -> predict_pb2.PredictRequest:
+    """The first oracle case's inputs, as a PredictRequest."""
+    from apis.tensorflow.core.framework import tensor_pb2
+    from tests.oracle.corpus import load_manifest
+
+    manifest = load_manifest(model)
+    case = manifest["cases"][0]
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model
+    request.model_spec.signature_name = case["signature"]
+    for key, relative in case["inputs"].items():
+        request.inputs[key].CopyFrom(tensor_pb2.TensorProto.FromString((Path(manifest["dir"]) / relative).read_bytes()))
+    return request
+
+
+if __name__ == "__main__":
+    main()

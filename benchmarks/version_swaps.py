@@ -36,17 +36,9 @@ from apis.tensorflow_serving.apis import (  # noqa: E402
     predict_pb2,
 )
 from tests.e2e.conftest import free_port  # noqa: E402
-from tests.e2e.test_version_pickup import COMMITTED, request_of  # noqa: E402
+from tests.e2e.test_version_pickup import export_of, request_of  # noqa: E402
 
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
-
-
-def export_of(model: str) -> Path:
-    if model in COMMITTED:
-        return REPO / "models" / model / COMMITTED[model][0]
-    from tests.oracle.corpus import load_manifest
-
-    return load_manifest(model)["export_path"]
 
 
 def rss_mib(pid: int) -> float:
@@ -131,7 +123,7 @@ def main(argv=None) -> None:
             time.sleep(0.2)
         load = Load(
             f"127.0.0.1:{port}",
-            request_of(args.model) if args.model in COMMITTED else _request(args.model),
+            request_of(args.model),
             args.clients,
         )
         time.sleep(2)
@@ -176,23 +168,6 @@ def main(argv=None) -> None:
     )
     print(f"requests: {load.sent}, failed: {load.failed}{' ' + load.failures[0] if load.failures else ''}")
     shutil.rmtree(work, ignore_errors=True)
-
-
-def _request(model: str) -> predict_pb2.PredictRequest:
-    """The first oracle case's inputs, as a PredictRequest."""
-    from apis.tensorflow.core.framework import tensor_pb2
-    from tests.oracle.corpus import load_manifest
-
-    manifest = load_manifest(model)
-    case = manifest["cases"][0]
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name = model
-    request.model_spec.signature_name = case["signature"]
-    for key, relative in case["inputs"].items():
-        request.inputs[key].CopyFrom(
-            tensor_pb2.TensorProto.FromString((Path(manifest["dir"]) / relative).read_bytes())
-        )
-    return request
 
 
 if __name__ == "__main__":

@@ -148,6 +148,23 @@ FLAGS: tuple[Flag, ...] = (
         "Extension: the largest HTTP/REST request body accepted (after gzip); larger ones are answered 413.",
     ),
     Flag(
+        "aspired_version_policy",
+        STRING,
+        "Extension: how a model moves to a new version. availability_preserving (default, TF "
+        "Serving's): load the new version, then unload the old (twice the memory for a moment). "
+        "resource_preserving: unload, then load (half the peak; no version available between). "
+        "A policy for every model, then model=policy for some: "
+        "availability_preserving,big_model=resource_preserving.",
+    ),
+    Flag(
+        "max_request_bytes_in_flight",
+        INT64,
+        "Extension: the bytes of large requests (64 KiB or more; a JSON body counts 8 times its "
+        "size) being answered at once, over gRPC and REST; a request that finds no room within 1 s "
+        "is answered RESOURCE_EXHAUSTED (HTTP 429). -1 (default): a sixteenth of the memory the "
+        "process may use, between 256 MiB and 4 GiB; 0: no limit.",
+    ),
+    Flag(
         "adaptive_batch_timeout",
         BOOL,
         "Extension: with --enable_batching, each batching queue picks its batch timeout from the "

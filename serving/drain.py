@@ -21,7 +21,8 @@ Transports ask ``refusing`` per request (a plain attribute read), call ``refused
 turn one away, and hold ``admitted`` from the admission of each call until it ends (a list's
 append and pop: atomic under the GIL, no lock). For gRPC that is when the RPC terminates, its
 answer written, not when its handler returns: a 120 MB answer takes longer to leave than any
-fixed wait. From the signal on (``draining``) HTTP answers close their connection, so that no
+fixed wait. The same admission bounds the bytes of large requests in flight
+(``request_bytes``, ``serving/request_bytes.py``). From the signal on (``draining``) HTTP answers close their connection, so that no
 client is left sending on a kept-alive connection the server is about to close. Thread-safe. A second signal during the drain ends the process at once.
 """
 
@@ -32,6 +33,8 @@ import os
 import sys
 import time
 from collections.abc import Callable
+
+from serving.request_bytes import UNLIMITED, RequestBytes
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +47,10 @@ REFUSAL_MESSAGE = "Server is shutting down"
 class Drain:
     """The shutdown phases shared by every transport of one server."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, request_bytes: RequestBytes = UNLIMITED
+    ) -> None:
+        self.request_bytes = request_bytes  # the bytes of large requests in flight, bounded
         self.draining = False  # from the signal on: answers ask clients to reconnect
         self.refusing = False
         self.admitted: list[None] = []  # one entry per call running

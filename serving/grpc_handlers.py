@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
+from runtime import errors
 from serving.drain import REFUSAL_MESSAGE, Drain
+from serving.request_bytes import SMALL, RequestBytes
 
 UNPARSABLE_REQUEST = "Exception deserializing request!"
 
@@ -81,7 +83,7 @@ def parse_in_handler(handler: grpc.RpcMethodHandler, drain: Drain) -> grpc.RpcMe
         behavior = handler.unary_unary or handler.unary_stream
         kind = "unary_unary" if handler.unary_unary else "unary_stream"
 
-        admitted = drain.admitted
+        admitted, request_bytes = drain.admitted, drain.request_bytes
 
         def on_unary(data, context, *rest):
             if drain.refusing:
@@ -91,6 +93,8 @@ def parse_in_handler(handler: grpc.RpcMethodHandler, drain: Drain) -> grpc.RpcMe
             admitted.append(None)
             if not context.add_callback(admitted.pop):
                 admitted.pop()  # (the RPC has already ended)
+            if len(data) >= SMALL:
+                _admit_bytes(request_bytes, len(data), context)
             return behavior(_parsed(data, parse, context), context, *rest)
 
         wrapped = on_unary
@@ -98,6 +102,17 @@ def parse_in_handler(handler: grpc.RpcMethodHandler, drain: Drain) -> grpc.RpcMe
 
 
 _NEVER = Drain()  # for services added without one: never refuses
+
+
+def _admit_bytes(request_bytes: RequestBytes, size: int, context: grpc.ServicerContext) -> None:
+    """Counts a large request in flight until its RPC ends; RESOURCE_EXHAUSTED if it finds no
+    room (``serving/request_bytes.py``)."""
+    try:
+        ticket = request_bytes.admit(size)
+    except errors.ResourceExhaustedError as e:
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, e.message)
+    if not context.add_callback(ticket.release):
+        ticket.release()
 
 
 def _refuse(drain: Drain, context: grpc.ServicerContext) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -449,9 +449,9 @@ def _row_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:
     objects = len(arrays) > 1
     if not objects:  # the common response: what the writer below makes for a single output
         ((name, (array, dtype)),) = arrays.items()
-        items = _row_items(name, array, dtype, 2, batch)
-        close = "\n" + json_writer.indent(1) + "]" if items else "]"
-        return "{\n" + json_writer.indent(1) + f'"{PREDICTIONS_KEY}": [' + ", ".join(items) + close + "\n}"
+        pieces = [", ".join(rows) for rows in _row_chunks(name, array, dtype, 2 + array.ndim - 1, 2, True)]
+        close = "\n" + json_writer.indent(1) + "]" if batch else "]"
+        return "{\n" + json_writer.indent(1) + f'"{PREDICTIONS_KEY}": [' + ", ".join(pieces) + close + "\n}"
     writer = json_writer.PrettyWriter()
     writer.start_object()
     writer.key(PREDICTIONS_KEY)
@@ -460,12 +460,10 @@ def _row_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:
     depth = writer.depth + (1 if objects else 0)
     items = {}
     for name, (array, dtype) in arrays.items():
-        tokens = _tokens(name, array, dtype, depth + array.ndim - 1)
-        per_item = len(tokens) // batch if batch else 0
-        inner = array.shape[1:]
         items[name] = [
-            json_writer.nested(tokens[i * per_item : (i + 1) * per_item], inner, depth, True)
-            for i in range(batch)
+            text
+            for rows in _row_chunks(name, array, dtype, depth + array.ndim - 1, depth, True)
+            for text in rows
         ]
     for i in range(batch):
         if objects:
@@ -483,18 +481,29 @@ def _row_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:
     return writer.text()
 
 
-def _row_items(name: str, array: np.ndarray, dtype: int, depth: int, batch: int) -> list[str]:
-    """Each batch item of an output rendered on one line, written with ``depth`` containers
-    open."""
-    tokens = _tokens(name, array, dtype, depth + array.ndim - 1)
-    if array.ndim == 1:
-        return tokens
-    per_item = len(tokens) // batch if batch else 0
+_CHUNK = 1 << 16  # values rendered at a time: a large output is never one str per value
+
+
+def _row_chunks(
+    name: str, array: np.ndarray, dtype: int, token_depth: int, depth: int, single_line: bool
+) -> Iterator[list[str]]:
+    """The rendered rows (``array[i]``, each nested at ``depth``; its values' b64 objects at
+    ``token_depth``) in runs of about ``_CHUNK`` values: the texts of one run at a time are
+    what a large output holds beyond its answer (not a str per value, ~60 bytes each)."""
+    rows = len(array)
+    per_row = array.size // rows if rows else 0
+    step = max(1, _CHUNK // max(per_row, 1))
     inner = array.shape[1:]
-    return [
-        json_writer.nested(tokens[i * per_item : (i + 1) * per_item], inner, depth, True)
-        for i in range(batch)
-    ]
+    for start in range(0, rows, step):
+        part = array[start : start + step]
+        tokens = _tokens(name, part, dtype, token_depth)
+        if not inner:
+            yield tokens
+        else:
+            yield [
+                json_writer.nested(tokens[i * per_row : (i + 1) * per_row], inner, depth, single_line)
+                for i in range(len(part))
+            ]
 
 
 def _columnar_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:
@@ -509,8 +518,17 @@ def _columnar_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:
         if objects:
             writer.key(name)
         depth = writer.depth
-        tokens = _tokens(name, array, dtype, depth + array.ndim)
-        writer.raw(json_writer.nested(tokens, array.shape, depth, False))
+        if array.ndim == 0 or not array.size:
+            tokens = _tokens(name, array, dtype, depth + array.ndim)
+            writer.raw(json_writer.nested(tokens, array.shape, depth, False))
+            continue
+        # nested() of the whole array, its outermost list joined from runs of rows.
+        lead = "\n" + json_writer.indent(depth + 1)
+        pieces = [
+            ",".join(lead + text for text in rows)
+            for rows in _row_chunks(name, array, dtype, depth + array.ndim, depth + 1, False)
+        ]
+        writer.raw("[" + ",".join(pieces) + "\n" + json_writer.indent(depth) + "]")
     if objects:
         writer.end_object()
     writer.end_object()

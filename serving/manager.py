@@ -1,7 +1,7 @@
 """AspiredVersionsManager: which model versions are loaded, and pinned handles to them.
 
-``FileSystemStoragePathSource`` -> ``AspiredVersionsManager.set_aspired_versions`` -> the
-availability-preserving ``policy`` -> loads and unloads on worker threads. ``ServerCore``
+``FileSystemStoragePathSource`` -> ``AspiredVersionsManager.set_aspired_versions`` -> each
+model's ``policy`` (availability- or resource-preserving) -> loads and unloads on worker threads. ``ServerCore``
 (``serving/server_core.py``) owns the configuration and drives this manager.
 
 Guarantees:
@@ -138,8 +138,10 @@ class AspiredVersionsManager:
         num_load_threads: int = 0,
         max_num_load_retries: int = 5,
         load_retry_interval_seconds: float = 60.0,
+        swap_policy: Callable[[str], str] = lambda name: policy_lib.AVAILABILITY,
     ):
         self._load_fn = load_fn
+        self._swap_policy = swap_policy  # model name -> policy_lib.AVAILABILITY or RESOURCE
         self._unload_fn = unload_fn or _close_bundle
         self._warmup_fn = warmup_fn
         self._max_loads = max(1, num_load_threads)
@@ -340,7 +342,8 @@ class AspiredVersionsManager:
         """Applies the policy until every model is up to date or the load threads are busy."""
         if self._stopped:
             return
-        for table in self._harnesses.values():
+        for name, table in self._harnesses.items():
+            policy = self._swap_policy(name)
             for version, h in list(table.items()):
                 if h.is_aspired and h.state is HarnessState.DISABLED:  # re-aspired while unloading
                     table[version] = _Harness(h.id, h.path)
@@ -355,7 +358,7 @@ class AspiredVersionsManager:
                         self._publish(h, ManagerState.END)
             while True:
                 snapshots = [policy_lib.VersionSnapshot(v, h.state, h.is_aspired) for v, h in table.items()]
-                action = policy_lib.next_action(snapshots)
+                action = policy_lib.next_action(snapshots, policy)
                 if action is None:
                     break
                 h = table[action.version]

@@ -37,6 +37,9 @@ class ServerOptions:
     rest_api_timeout_in_ms: int = 30000
     rest_api_enable_cors_support: bool = False
     rest_api_max_body_bytes: int = 64 << 20  # extension: larger bodies are answered 413
+    # extension: the bytes of large requests in flight (serving/request_bytes.py); -1: a
+    # sixteenth of the memory the process may use, 0: no limit
+    max_request_bytes_in_flight: int = -1
     # Models
     model_name: str = "default"
     model_base_path: str = ""
@@ -48,6 +51,9 @@ class ServerOptions:
     num_load_threads: int = 0
     num_unload_threads: int = 0
     max_num_load_retries: int = 5
+    # extension: availability_preserving (TF Serving's) or resource_preserving, for every model
+    # and then name=policy for some (serving/policy.py)
+    aspired_version_policy: str = ""
     load_retry_interval_micros: int = 60 * 1000 * 1000
     allow_version_labels_for_unavailable_models: bool = False
     # Batching

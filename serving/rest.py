@@ -40,9 +40,10 @@ from typing import NamedTuple
 
 from aiohttp import web
 
-from serving import json_tensor
+from serving import errors, json_tensor
 from serving.drain import REFUSAL_MESSAGE, Drain
 from serving.health import Readiness
+from serving.request_bytes import Ticket
 from serving.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
 from serving.rest_api import (
     JSON_CONTENT_TYPE,
@@ -237,12 +238,51 @@ class RestServer:
             self._drain.refused()
             body = json_tensor.error_json(REFUSAL_MESSAGE).encode()
             return self._response(Reply(503, body), {"Content-Type": JSON_CONTENT_TYPE})
-        body = await self._read_body(request)
-        if body is None:
-            return self._too_large()
-        loop = asyncio.get_running_loop()
-        reply = await loop.run_in_executor(self._workers, self.api.process, request.method, path, body)
-        return self._response(reply, {"Content-Type": JSON_CONTENT_TYPE})
+        length = request.content_length
+        sized = length is not None and length <= self._max_body  # admitted before it is read
+        ticket = await self._admit(length) if sized else None
+        if sized and ticket is None:
+            await self._discard_body(request)  # so that the client, still sending, reads the 429
+            return self._too_many_bytes(length)
+        try:
+            body = await self._read_body(request)
+            if body is None:
+                return self._too_large()
+            if ticket is None:  # a chunked body: its size is known once it is read
+                ticket = await self._admit(len(body))
+                if ticket is None:
+                    return self._too_many_bytes(len(body))
+            loop = asyncio.get_running_loop()
+            reply = await loop.run_in_executor(self._workers, self.api.process, request.method, path, body)
+            return self._response(reply, {"Content-Type": JSON_CONTENT_TYPE})
+        finally:
+            if ticket is not None:
+                ticket.release()
+
+    async def _admit(self, size: int) -> Ticket | None:
+        """The request's ticket (``serving/request_bytes.py``), waiting on the loop for room
+        up to its wait; None if it found none."""
+        request_bytes = self._drain.request_bytes
+        deadline = time.monotonic() + request_bytes.wait_seconds
+        while True:
+            ticket = request_bytes.try_admit(size, json=True)
+            if ticket is not None or time.monotonic() >= deadline:
+                return ticket
+            await asyncio.sleep(0.005)
+
+    async def _discard_body(self, request: web.BaseRequest) -> None:
+        """Reads the body and drops it as it comes (a chunk at a time in memory)."""
+        if request.version >= (1, 1) and request.headers.get("Expect", "").lower() == "100-continue":
+            return  # the client waits for our answer before it sends
+        while await request.content.readany():
+            pass
+
+    def _too_many_bytes(self, size: int) -> web.Response:
+        error = self._drain.request_bytes.refusal(size)
+        body = json_tensor.error_json(error.message).encode()
+        return self._response(
+            Reply(errors.http_status(error.code), body), {"Content-Type": JSON_CONTENT_TYPE}
+        )
 
     def _response(self, reply: Reply, headers: dict) -> web.Response:
         if self._cors:

@@ -26,13 +26,14 @@ from apis.tensorflow_serving.apis import model_service_pb2_grpc
 from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
 from runtime.kernels.blas import set_blas_threads
-from serving import grpc_handlers, grpc_service, model_config
+from serving import grpc_handlers, grpc_service, memory, model_config, request_bytes
 from serving.drain import Drain, exit_process
 from serving.health import ModelHealth
 from serving.manager import status_string
 from serving.model_service import ModelServiceServicer
 from serving.monitoring import Monitoring
 from serving.options import ServerOptions
+from serving.policy import swap_policies
 from serving.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
 from serving.rest import start_rest_server
 from serving.servable import blas_threads, session_config
@@ -99,6 +100,7 @@ def check_options(options: ServerOptions) -> None:
             "server_options.batching_parameters_file is set without setting server_options.enable_batching to true.",
         )
     session_config(options)  # parallelism flags
+    swap_policies(options.aspired_version_policy)
 
 
 def initial_config(options: ServerOptions):
@@ -247,11 +249,12 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict, on_servin
     try:
         check_options(options)
         set_blas_threads(blas_threads(options))
+        memory.tune_allocator()
         config = initial_config(options)
         core = ServerCore(options)
         core.reload_config(config)
         pool = grpc_pool(options)
-        drain = Drain()
+        drain = Drain(request_bytes=request_bytes.from_flag(options.max_request_bytes_in_flight))
         monitoring = Monitoring(options, core)
         server, model_health = build_server(options, core, pool, drain, monitoring.functions("GRPC"))
     except errors.OpError as e:

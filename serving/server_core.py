@@ -22,6 +22,7 @@ from serving.manager import (
     status_string,
 )
 from serving.options import schedulable_cpus
+from serving.policy import swap_policies
 from serving.servable import ManagerState, Servable, ServableId, saved_model_load_fn, warmup_fn
 from serving.source import FileSystemStoragePathSource, ServableToMonitor, VersionPolicy
 
@@ -47,6 +48,7 @@ class ServerCore:
             num_load_threads=options.num_load_threads,
             max_num_load_retries=options.max_num_load_retries,
             load_retry_interval_seconds=max(options.load_retry_interval_micros, 0) / 1e6,
+            swap_policy=swap_policies(options.aspired_version_policy),
         )
         self._config = model_config.ModelServerConfig()
         self._config_lock = threading.Lock()

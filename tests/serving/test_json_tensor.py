@@ -299,6 +299,35 @@ def test_row_and_columnar_responses_byte_for_byte():
     ) == ('{\n    "outputs": "a\\u0001\\""\n}')
 
 
+SHAPES = [(7,), (5, 3), (4, 3, 2), (3, 0), (0, 2), (6, 1, 1, 2), ()]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("form", [json_tensor.ROW, json_tensor.COLUMNAR])
+def test_a_response_rendered_in_runs_of_values_is_the_one_rendered_at_once(monkeypatch, shape, form):
+    """Large outputs are rendered _CHUNK values at a time (memory); runs of one, two or three
+    values, and of one, two or several rows, give the same bytes, for every writable type."""
+    rng = np.random.default_rng(sum(shape) + len(shape))
+    size = int(np.prod(shape))
+    values = {
+        "f": (rng.standard_normal(shape).astype(np.float32), F),
+        "d": (rng.standard_normal(shape) * 1e10, D),
+        "i": (rng.integers(-9, 9, shape).astype(np.int32), I32),
+        "b": (rng.integers(0, 2, shape).astype(bool), B),
+        "s": (np.array([f"v{i}".encode() for i in range(size)], object).reshape(shape), S),
+        "s_bytes": (np.array([bytes([i % 256]) for i in range(size)], object).reshape(shape), S),
+    }
+    cases = [outputs(**{name: value}) for name, value in values.items()] + [outputs(**values)]
+    for case in cases:
+        if form == json_tensor.ROW and not shape:
+            continue  # a scalar has no rows: an error either way
+        monkeypatch.setattr(json_tensor, "_CHUNK", 1 << 30)
+        whole = json_tensor.predict_response_json(case, form)
+        for chunk in (1, 2, 3):
+            monkeypatch.setattr(json_tensor, "_CHUNK", chunk)
+            assert json_tensor.predict_response_json(case, form) == whole
+
+
 def test_response_errors():
     with pytest.raises(errors.InvalidArgumentError, match="Cannot convert empty tensor map to JSON"):
         json_tensor.predict_response_json({}, json_tensor.ROW)

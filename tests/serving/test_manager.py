@@ -12,6 +12,7 @@ import pytest
 from apis.tensorflow_serving.apis import model_pb2
 from runtime import errors
 from serving import model_config
+from serving import policy as policy_lib
 from serving.manager import AspiredVersionsManager
 from serving.options import ServerOptions
 from serving.servable import ManagerState
@@ -128,6 +129,46 @@ def test_hot_swap_never_loses_availability(loader, tmp_path):
     assert failures == []
     assert seen == {1, 2}
     assert loader.bundles[os.path.join(str(tmp_path), "1")].session.closed
+
+
+def test_resource_preserving_swap_unloads_before_it_loads(loader, tmp_path):
+    """--aspired_version_policy=resource_preserving: the old version's bundle is closed before
+    the new one's load starts (one bundle at a time); another model keeps the default."""
+    loader.delay = 0.05
+    events = []
+    load = loader.__call__
+
+    def recording_load(path, servable_id):
+        events.append(("load", servable_id.name, servable_id.version))
+        bundle = load(path, servable_id)
+        bundle.id = (servable_id.name, servable_id.version)
+        return bundle
+
+    def recording_unload(bundle):
+        events.append(("unload", *bundle.id))
+        bundle.session.close()
+
+    policies = {"m": policy_lib.RESOURCE}
+    manager = AspiredVersionsManager(
+        recording_load,
+        unload_fn=recording_unload,
+        max_num_load_retries=0,
+        swap_policy=lambda name: policies.get(name, policy_lib.AVAILABILITY),
+    )
+    for name in ("m", "n"):
+        manager.set_aspired_versions(name, [AspiredVersion(1, make_version(tmp_path / name, 1))])
+        wait_until(lambda name=name: manager.available_versions(name) == [1])
+    for name in ("m", "n"):
+        manager.set_aspired_versions(name, [AspiredVersion(2, make_version(tmp_path / name, 2))])
+    for name in ("m", "n"):
+        wait_until(
+            lambda name=name: states(manager, name) == {2: ManagerState.AVAILABLE, 1: ManagerState.END}
+        )
+    manager.stop()
+    m_events = [e for e in events if e[1] == "m"]
+    n_events = [e for e in events if e[1] == "n"]
+    assert m_events == [("load", "m", 1), ("unload", "m", 1), ("load", "m", 2)]
+    assert n_events == [("load", "n", 1), ("load", "n", 2), ("unload", "n", 1)]
 
 
 def test_unload_waits_for_pinned_handles(manager, loader, tmp_path):

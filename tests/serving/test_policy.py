@@ -1,8 +1,19 @@
-"""AvailabilityPreservingPolicy, table-driven: (versions as (version, state, aspired)) -> action."""
+"""The aspired-version policies, table-driven: (versions as (version, state, aspired)) -> action."""
 
 import pytest
 
-from serving.policy import Action, HarnessState, ServableAction, VersionSnapshot, next_action
+from runtime import errors
+from serving.policy import (
+    AVAILABILITY,
+    RESOURCE,
+    Action,
+    HarnessState,
+    ServableAction,
+    VersionSnapshot,
+    next_action,
+    parse_policies,
+    swap_policies,
+)
 
 NEW, LOADING, READY = HarnessState.NEW, HarnessState.LOADING, HarnessState.READY
 UNLOADING, DISABLED, ERROR = HarnessState.UNLOADING, HarnessState.DISABLED, HarnessState.ERROR
@@ -53,3 +64,40 @@ def test_next_action(versions, expected):
     snapshots = [VersionSnapshot(v, s, a) for v, s, a in versions]
     want = None if expected is None else ServableAction(*expected)
     assert next_action(snapshots) == want
+
+
+RESOURCE_CASES = {
+    "hot swap starts by unloading the old version": ([(1, READY, False), (2, NEW, True)], (UNLOAD, 1)),
+    "loads nothing while the old version unloads": ([(1, UNLOADING, False), (2, NEW, True)], None),
+    "loads once the old version is gone": ([(1, DISABLED, False), (2, NEW, True)], (LOAD, 2)),
+    "an old version that failed holds nothing": ([(1, ERROR, False), (2, NEW, True)], (LOAD, 2)),
+    "waits for an un-aspired version still loading": ([(1, LOADING, False), (2, NEW, True)], None),
+    "unloads every un-aspired ready version, lowest first": (
+        [(2, READY, False), (1, READY, False), (3, NEW, True)],
+        (UNLOAD, 1),
+    ),
+    "aspired versions stay": ([(1, READY, True), (2, NEW, True)], (LOAD, 2)),
+    "first load": ([(1, NEW, True)], (LOAD, 1)),
+    "nothing to do": ([(1, READY, True), (2, ERROR, True)], None),
+    "model removed from the config": ([(7, READY, False)], (UNLOAD, 7)),
+}
+
+
+@pytest.mark.parametrize("versions, expected", RESOURCE_CASES.values(), ids=RESOURCE_CASES.keys())
+def test_next_action_resource_preserving(versions, expected):
+    snapshots = [VersionSnapshot(v, s, a) for v, s, a in versions]
+    want = None if expected is None else ServableAction(*expected)
+    assert next_action(snapshots, RESOURCE) == want
+
+
+def test_the_flag_names_a_policy_for_every_model_and_for_some():
+    assert parse_policies("") == (AVAILABILITY, {})
+    assert parse_policies("resource") == (RESOURCE, {})
+    assert parse_policies("availability_preserving, big=resource_preserving,other=Availability") == (
+        AVAILABILITY,
+        {"big": RESOURCE, "other": AVAILABILITY},
+    )
+    policy = swap_policies("resource,small=availability")
+    assert (policy("small"), policy("any")) == (AVAILABILITY, RESOURCE)
+    with pytest.raises(errors.InvalidArgumentError, match="unknown version swap policy 'fast'"):
+        swap_policies("m=fast")

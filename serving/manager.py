@@ -427,12 +427,30 @@ class AspiredVersionsManager:
                 h.bundle, h.state = bundle, HarnessState.READY
                 self._set_available(h, True)
                 logger.info("Successfully loaded servable version %s", h.id)
+                self._log_footprint(h)
                 self._publish(h, ManagerState.AVAILABLE)
             else:
                 h.state, h.error, h.fingerprint = HarnessState.ERROR, error, fp
                 logger.info("Encountered an error for servable version %s: %s", h.id, status_string(error))
                 self._publish(h, ManagerState.END, error)
             self._reconcile()
+
+    def _log_footprint(self, h: _Harness) -> None:
+        pinned = self._available.get(h.id.name, {}).get(h.id.version)
+        if pinned is None or not hasattr(pinned.bundle, "session"):
+            return
+        held = memory.model_footprint(pinned)
+        logger.info(
+            "Servable version %s holds %s (arrays: variables and constants %s; onnxruntime %s so far)",
+            h.id,
+            memory.mib(held.total),
+            memory.mib(held.arrays),
+            memory.mib(held.onnxruntime),
+        )
+
+    def loaded(self) -> list[Servable]:
+        """Every available version (unpinned: for reading what it holds, not for running it)."""
+        return [pinned for versions in self._available.values() for pinned in versions.values()]
 
     def _load_and_warm_up(self, h: _Harness) -> Any:
         """The bundle of ``h``, warmed up (``warmup_fn``) before any request can pin it: the

@@ -1,4 +1,4 @@
-"""Giving an unloaded version's memory back to the system.
+"""Memory: giving an unloaded version's back to the system, and what each loaded version holds.
 
 A loaded SavedModel is a graph of Python objects with reference cycles (ops and their graph,
 plans and their steps), so dropping the last reference frees nothing until the cyclic collector
@@ -17,6 +17,10 @@ import gc
 import logging
 import os
 import sys
+import time
+
+from runtime import Session
+from runtime.footprint import Footprint, footprint
 
 logger = logging.getLogger(__name__)
 
@@ -86,3 +90,32 @@ def available_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 0
+
+
+# -- what each loaded version holds -------------------------------------------------------------
+
+REFRESH_SECONDS = 5.0  # a version's footprint is walked again at most this often (ms per model)
+_FOOTPRINT = "memory.footprint"  # its key in the version's cache: (when, Footprint)
+
+
+def model_footprint(servable, max_age: float = REFRESH_SECONDS) -> Footprint:
+    """The bytes ``servable``'s version holds (``runtime.footprint``: its arrays, and what its
+    onnxruntime sessions were given, which grows as clusters compile on first use), walked
+    again when older than ``max_age`` seconds; kept in the version's cache."""
+    now = time.monotonic()
+    cached = servable.cache.get(_FOOTPRINT)
+    if cached is not None and now - cached[0] < max_age:
+        return cached[1]
+    from serving.batching.scheduler import SharedBatchScheduler  # (shared by every model)
+
+    own, session = [], getattr(servable.bundle, "session", None)
+    while session is not None and session not in own:  # the bundle's Session, through wrappers
+        own.append(session)
+        session = getattr(session, "wrapped", None)
+    value = footprint(servable.bundle, stop_types=(Session, SharedBatchScheduler), allow=tuple(own))
+    servable.cache[_FOOTPRINT] = (now, value)
+    return value
+
+
+def mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"

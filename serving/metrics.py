@@ -248,6 +248,28 @@ def _queue_depths():
     return family
 
 
+_memory_sources: list = []
+
+
+def add_memory_source(source) -> None:
+    """``source()`` gives ``(model_name, version, kind, bytes)`` per loaded version and kind:
+    read at scrape time (``savedmodel_server_model_memory_bytes``; the answering process's)."""
+    _memory_sources.append(source)
+
+
+def _model_memory():
+    family = GaugeMetricFamily(
+        "savedmodel_server_model_memory_bytes",
+        "Bytes a loaded model version holds, by kind: arrays (variables, constants) and what its "
+        "onnxruntime sessions were given (their arenas are not visible).",
+        labels=["model_name", "version", "kind"],
+    )
+    for source in list(_memory_sources):
+        for model_name, version, kind, value in source():
+            family.add_metric([model_name, str(version), kind], value)
+    return family
+
+
 def version_state(model_name: str, version: int, state: str) -> None:
     for name in _STATES:
         model_version_state.labels(model_name, str(version), name).set(1 if name == state else 0)
@@ -262,7 +284,7 @@ def page() -> bytes:
     """The Prometheus page: TF Serving's metrics in its exporter's format, then ours."""
     with _page_lock:
         process_threads.set(threading.active_count())
-        families = [*_collect(), _queue_depths()]
+        families = [*_collect(), _queue_depths(), _model_memory()]
     tf = [f for f in families if f.name.startswith(TF_PREFIX)]
     ours = [f for f in families if not f.name.startswith(TF_PREFIX)]
     lines = [line for family in sorted(tf, key=lambda f: f.name) for line in _tf_lines(family)]

@@ -200,8 +200,10 @@ class RestApi:
 
     def models_json(self) -> str:
         """``GET /v1/models`` (ours): every model, configured or known to the manager, sorted,
-        with GetModelStatus's view of its versions (an empty list while none was found)."""
+        with GetModelStatus's view of its versions (an empty list while none was found) and, for
+        each loaded one, the bytes it holds (``memory_bytes``: arrays, onnxruntime)."""
         names = sorted({*self._core.configured_model_names(), *self._core.model_names()})
+        held = self._core.footprints() if hasattr(self._core, "footprints") else {}
         models = []
         for name in names:
             message = get_model_status_pb2.GetModelStatusRequest()
@@ -211,6 +213,10 @@ class RestApi:
             except op_errors.NotFoundError:
                 status = get_model_status_pb2.GetModelStatusResponse()
             document = json_writer.proto_document(status)
+            for entry in document.get("model_version_status", []):  # ours: what a loaded one holds
+                footprint = held.get((name, int(entry.get("version", 0))))
+                if footprint is not None:
+                    entry["memory_bytes"] = {"arrays": footprint.arrays, "onnxruntime": footprint.onnxruntime}
             models.append({"name": name, **document})
         return json_writer.pretty({"models": models}) + "\n"
 

@@ -12,7 +12,8 @@ import threading
 from collections.abc import Callable
 
 from runtime import errors
-from serving import model_config
+from runtime.footprint import Footprint
+from serving import memory, model_config
 from serving.batching.bundle import Batching, create_batching
 from serving.manager import (
     AspiredVersionsManager,
@@ -115,6 +116,20 @@ class ServerCore:
         if not states:
             raise errors.NotFoundError(None, None, f"Could not find any versions of model {name}")
         return list(states.values())
+
+    def footprints(self) -> dict[tuple[str, int], Footprint]:
+        """What each available version holds (``serving.memory.model_footprint``)."""
+        return {
+            (s.name, s.version): memory.model_footprint(s)
+            for s in self._manager.loaded()
+            if hasattr(s.bundle, "session")
+        }
+
+    def memory_samples(self):
+        """``(model, version, kind, bytes)`` for the metrics page."""
+        for (name, version), held in sorted(self.footprints().items()):
+            yield name, version, "arrays", held.arrays
+            yield name, version, "onnxruntime", held.onnxruntime
 
     def model_names(self) -> list[str]:
         """Every model the manager has seen (available or not)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -383,6 +384,9 @@ class ClusterRunner:
             so.add_initializer(name, values[name])
         session = ort.InferenceSession(model, so, providers=providers)
         session.shared_initializers = ([values[name] for name in shared], list(shared.values()))
+        # What it was given to copy (``runtime.footprint``): the model and the initializers not shared.
+        copied = sum(array.nbytes for name, array in (held_out or {}).items() if name not in shared)
+        session.held_bytes = copied + (len(model) if isinstance(model, bytes) else _file_size(model))
         session.text_tables = text_table.tables_of_session(session)  # (what ``fast_run`` reads)
         self.providers = session.get_providers()
         return session
@@ -580,3 +584,10 @@ def _runner_for(ctx) -> ClusterRunner:
             runner = _RUNNERS.get(ctx.op)
         runner = runner or attach(ctx.op, options, report, constants() if constants else None, cache)
     return runner
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

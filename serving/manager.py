@@ -427,19 +427,25 @@ class AspiredVersionsManager:
                 h.bundle, h.state = bundle, HarnessState.READY
                 self._set_available(h, True)
                 logger.info("Successfully loaded servable version %s", h.id)
-                self._log_footprint(h)
                 self._publish(h, ManagerState.AVAILABLE)
             else:
                 h.state, h.error, h.fingerprint = HarnessState.ERROR, error, fp
                 logger.info("Encountered an error for servable version %s: %s", h.id, status_string(error))
                 self._publish(h, ManagerState.END, error)
             self._reconcile()
+        if error is None:
+            self._log_footprint(h)
 
     def _log_footprint(self, h: _Harness) -> None:
+        """The line at load saying what the version holds (outside the lock: a walk)."""
         pinned = self._available.get(h.id.name, {}).get(h.id.version)
         if pinned is None or not hasattr(pinned.bundle, "session"):
             return
-        held = memory.model_footprint(pinned)
+        try:
+            held = memory.model_footprint(pinned)
+        except Exception:  # noqa: BLE001 - a figure, never a failed load
+            logger.exception("Measuring servable version %s", h.id)
+            return
         logger.info(
             "Servable version %s holds %s (arrays: variables and constants %s; onnxruntime %s so far)",
             h.id,

@@ -119,11 +119,14 @@ class ServerCore:
 
     def footprints(self) -> dict[tuple[str, int], Footprint]:
         """What each available version holds (``serving.memory.model_footprint``)."""
-        return {
-            (s.name, s.version): memory.model_footprint(s)
-            for s in self._manager.loaded()
-            if hasattr(s.bundle, "session")
-        }
+        held = {}
+        for servable in self._manager.loaded():
+            if hasattr(servable.bundle, "session"):
+                try:
+                    held[(servable.name, servable.version)] = memory.model_footprint(servable)
+                except Exception:  # noqa: BLE001 - a figure missing, never a failed page
+                    logger.exception("Measuring servable version %s", servable.id)
+        return held
 
     def memory_samples(self):
         """``(model, version, kind, bytes)`` for the metrics page."""

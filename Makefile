@@ -26,9 +26,12 @@ serve: install
 	$(BIN)/model_server --port=$(PORT) --model_name=half_plus_two --model_base_path=$(CURDIR)/models/half_plus_two
 
 # The whole test suite: install, build the TensorFlow oracle corpus (cached in .oracle/), run every test.
+# The tests in-process run on every core (pytest-xdist); those that start servers, containers and
+# CLI processes run one at a time after them (they measure load and memory of their own).
 test: install tools
 	$(BIN)/python -m tests.oracle build
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --ignore=tests/e2e --ignore=tests/deploy
+	$(BIN)/python -m pytest -q tests/e2e tests/deploy
 
 oracle: install
 	$(BIN)/python -m tests.oracle build

@@ -17,6 +17,7 @@ import gc
 import logging
 import os
 import sys
+import threading
 import time
 
 from runtime import Session
@@ -52,24 +53,46 @@ def trim() -> None:
         _TRIM(0)
 
 
-_M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 1 << 20
+TRIM_DELAY_SECONDS = 0.05
 
 
-def tune_allocator() -> bool:
-    """Serves every allocation of ``MMAP_THRESHOLD`` or more with its own mapping, returned to
-    the system when freed. glibc's default threshold rises to the largest block freed (up to
-    32 MiB), after which a large request's buffers (a body, the lists and arrays read from it)
-    come from the heap and stay there, fragmented: +60 MiB of RSS per 16 MB REST request, never
-    given back. A fixed threshold turns that rise off. True where it applied (glibc)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+class _Trimmer:
+    """Trims the heap a moment after it is asked to, once however often it was asked meanwhile:
+    a large request's last buffers (its body, its answer) are freed after its end is seen, and
+    glibc keeps them in the heap (its mmap threshold rises to the largest block freed, so later
+    large buffers come from the heap too: +60 MiB of RSS per 16 MB REST request, never given
+    back). Not a fixed mmap threshold: every array of the kernels over it would then be mapped
+    and faulted in afresh (measured: 20x slower elementwise ops on 1.6 MB arrays)."""
+
+    def __init__(self) -> None:
+        self._wanted = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def request(self) -> None:
+        if _TRIM is None:
+            return
+        self._wanted.set()
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="heap_trim", daemon=True)
+                    self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            time.sleep(TRIM_DELAY_SECONDS)
+            self._wanted.clear()
+            trim()
+
+
+_TRIMMER = _Trimmer()
+
+
+def trim_soon() -> None:
+    """``trim`` in a moment, on a thread of its own (see ``_Trimmer``)."""
+    _TRIMMER.request()
 
 
 def available_bytes() -> int:

@@ -8,7 +8,7 @@ decoded: its charge (its bytes, times ``JSON_WEIGHT`` for a JSON body) is added 
 flight if it fits the limit; else the request waits up to ``WAIT_SECONDS`` for room, then is
 answered RESOURCE_EXHAUSTED (HTTP 429), which clients retry. A request alone is always
 admitted, however large (its size is bounded by the transport's own limits). When a large
-request ends, the heap's free pages go back to the system (``memory.trim``).
+request ends, the heap's free pages go back to the system (``memory.trim_soon``).
 
 Small requests are not counted (their memory is bounded by the threads that run them), so
 the common request takes no lock.
@@ -49,7 +49,7 @@ class Ticket:
         if owner is not None:
             owner._release(self.charge)
             if self.size >= TRIM_BYTES:
-                memory.trim()
+                memory.trim_soon()
 
 
 _FREE = Ticket(None, 0, 0)

@@ -26,7 +26,7 @@ from apis.tensorflow_serving.apis import model_service_pb2_grpc
 from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
 from runtime.kernels.blas import set_blas_threads
-from serving import grpc_handlers, grpc_service, memory, metrics, model_config, request_bytes
+from serving import grpc_handlers, grpc_service, metrics, model_config, request_bytes
 from serving.drain import Drain, exit_process
 from serving.health import ModelHealth
 from serving.manager import status_string
@@ -249,7 +249,6 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict, on_servin
     try:
         check_options(options)
         set_blas_threads(blas_threads(options))
-        memory.tune_allocator()
         config = initial_config(options)
         core = ServerCore(options)
         metrics.add_memory_source(core.memory_samples)

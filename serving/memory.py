@@ -54,6 +54,7 @@ def trim() -> None:
 
 
 TRIM_DELAY_SECONDS = 0.05
+TRIM_INTERVAL_SECONDS = 1.0  # at most one trim a second: the pages it returns fault in again
 
 
 class _Trimmer:
@@ -85,6 +86,7 @@ class _Trimmer:
             time.sleep(TRIM_DELAY_SECONDS)
             self._wanted.clear()
             trim()
+            time.sleep(TRIM_INTERVAL_SECONDS)
 
 
 _TRIMMER = _Trimmer()

@@ -25,7 +25,7 @@ from serving import memory
 SMALL = 64 << 10  # below this, a request is not counted
 JSON_WEIGHT = 8  # a JSON body's charge per byte: what reading it into values takes (measured)
 WAIT_SECONDS = 1.0
-TRIM_BYTES = 1 << 20  # a request this large gives its freed pages back when it ends
+TRIM_BYTES = 4 << 20  # a request this large gives its freed pages back when it ends
 FLAG = "--max_request_bytes_in_flight"
 
 

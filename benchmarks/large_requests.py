@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
 import signal
 import subprocess
@@ -28,20 +27,14 @@ import urllib.request
 from pathlib import Path
 
 import grpc
-import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from apis.tensorflow_serving.apis import predict_pb2  # noqa: E402
 from tests.e2e.conftest import free_port  # noqa: E402
+from tests.e2e.test_large_requests import grpc_request, rest_body, rss_mib  # noqa: E402
 
 PREDICT = "/tensorflow.serving.PredictionService/Predict"
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 class Peak:
@@ -61,21 +54,6 @@ class Peak:
         self._stop.set()
         self._thread.join()
         return self.value
-
-
-def rest_body(floats: int) -> bytes:
-    values = np.random.default_rng(0).integers(0, 10, floats).astype(np.float32)  # "3.0,": 4 bytes
-    return json.dumps({"instances": values.tolist()}, separators=(",", ":")).encode()
-
-
-def grpc_request(floats: int) -> bytes:
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name = "half_plus_two"
-    tensor = request.inputs["x"]
-    tensor.dtype = 1  # DT_FLOAT
-    tensor.tensor_shape.dim.add().size = floats
-    tensor.tensor_content = np.ones(floats, np.float32).tobytes()
-    return request.SerializeToString()
 
 
 def send_rest(port: int, body: bytes) -> str:

@@ -203,7 +203,7 @@ class RestApi:
         with GetModelStatus's view of its versions (an empty list while none was found) and, for
         each loaded one, the bytes it holds (``memory_bytes``: arrays, onnxruntime)."""
         names = sorted({*self._core.configured_model_names(), *self._core.model_names()})
-        held = self._core.footprints() if hasattr(self._core, "footprints") else {}
+        held = self._core.footprints()
         models = []
         for name in names:
             message = get_model_status_pb2.GetModelStatusRequest()

@@ -157,6 +157,15 @@ FLAGS: tuple[Flag, ...] = (
         "availability_preserving,big_model=resource_preserving.",
     ),
     Flag(
+        "model_memory_budget_bytes",
+        INT64,
+        "Extension: the bytes the models of this server (of each worker of --num_workers) may "
+        "hold. With it, a model is loaded on its first request (which waits for the load, within "
+        "its deadline) and the least recently used idle models are unloaded to make room; "
+        "GetModelStatus reports those AVAILABLE with the status message 'Not resident'. "
+        "0 (default): every model is loaded at start-up, as TF Serving does.",
+    ),
+    Flag(
         "max_request_bytes_in_flight",
         INT64,
         "Extension: the bytes of large requests (64 KiB or more; a JSON body counts 8 times its "

@@ -19,6 +19,9 @@ Guarantees:
   its directory changed counts as failed (what it read may be half of two states), and a version waiting
   to retry holds no load slot (``num_load_threads``), so one model's failing load never holds
   up another's.
+- With a memory budget (``serving.memory_budget``), models load on their first request and
+  idle ones are evicted, least recently used first, to make room: ``pin`` then waits for a
+  model that is not resident instead of failing.
 """
 
 from __future__ import annotations
@@ -27,15 +30,35 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from runtime import errors
-from serving import memory, metrics
+from serving import memory, memory_budget, metrics
 from serving import policy as policy_lib
+from serving.harness import (
+    NONE,
+    Handle,
+    Harness,
+    Pinned,
+    VersionState,
+    as_op_error,
+    now,
+    request_text,
+    status_string,
+)
+from serving.on_demand import OnDemandLoading
 from serving.policy import HarnessState
 from serving.servable import ManagerState, Servable, ServableId, fingerprint
 from serving.source import AspiredVersion
+
+__all__ = [
+    "AspiredVersionsManager",
+    "LoadFn",
+    "StateListener",
+    "VersionState",
+    "as_op_error",
+    "status_string",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -43,90 +66,7 @@ LoadFn = Callable[[str, ServableId], Any]  # (version directory, id) -> bundle
 StateListener = Callable[[ServableId, ManagerState], None]
 
 
-def as_op_error(e: BaseException) -> errors.OpError:
-    if isinstance(e, errors.OpError):
-        return e
-    return errors.UnknownError(None, None, f"{type(e).__name__}: {e}")
-
-
-def status_string(error: errors.OpError | None) -> str:
-    """absl::Status::ToString(): ``OK`` or ``CODE: message``."""
-    if error is None:
-        return "OK"
-    return f"{errors.CODE_NAMES.get(error.code, 'UNKNOWN')}: {error.message}"
-
-
-@dataclass(eq=False)
-class _Harness:
-    id: ServableId
-    path: str
-    state: HarnessState = HarnessState.NEW
-    is_aspired: bool = True
-    bundle: Any = None
-    cache: dict = field(default_factory=dict)  # Servable.cache of every handle to this version
-    error: errors.OpError | None = None
-    pinned: _Pinned | None = None  # while requests may pin it (``_set_available``)
-    fingerprint: tuple | None = None  # of the directory at the last failed attempt
-    waiting_retry: bool = False
-    cancel: threading.Event = field(default_factory=threading.Event)
-    retry_now: threading.Event = field(default_factory=threading.Event)
-
-
-class _Pinned(Servable):
-    """A loaded version as requests see it: one object per version, shared by every request.
-    A pin is an entry in ``pins`` (a list's append and pop are atomic under the GIL, so pinning
-    takes no lock); ``with`` releases it. Once ``retired`` is set, after the version has left
-    the manager's tables, no new pin may stay: ``AspiredVersionsManager.pin`` checks it after
-    pinning, and the unload waits for ``pins`` to empty after setting it."""
-
-    __slots__ = ("pins", "retired", "unpin")
-
-    def __init__(self, h: _Harness):
-        super().__init__(h.id.name, h.id.version, h.bundle, cache=h.cache)
-        self.pins: list[None] = []
-        self.retired = False
-        self.unpin = self.pins.pop  # what ``with`` does at the end; ``finally: unpin()`` is cheaper
-
-    def __exit__(self, *exc) -> None:
-        self.pins.pop()
-
-
-class _Handle(Servable):
-    """What ``get_servable`` returns: a Servable whose pin on its version is released exactly
-    once, by its ``with`` block's end or, failing that, when it is collected (which cannot
-    happen during the block: its thread holds the handle)."""
-
-    __slots__ = ("_pinned",)
-
-    def __init__(self, pinned: _Pinned):
-        super().__init__(pinned.name, pinned.version, pinned.bundle, cache=pinned.cache)
-        self._pinned: _Pinned | None = pinned
-
-    def __exit__(self, *exc) -> None:
-        self._release_pin()
-
-    def __del__(self) -> None:
-        self._release_pin()
-
-    def _release_pin(self) -> None:
-        pinned = self._pinned
-        if pinned is not None:
-            self._pinned = None
-            pinned.pins.pop()
-
-
-@dataclass(frozen=True)
-class VersionState:
-    version: int
-    state: ManagerState
-    error: errors.OpError | None = None
-    seq: int = 0
-
-
-_NONE: dict = {}
-
-
-class AspiredVersionsManager:
+class AspiredVersionsManager(OnDemandLoading):
     """Loads the versions a source aspires to, unloads the rest, and hands out pinned Servables."""
 
     def __init__(
@@ -139,6 +79,10 @@ class AspiredVersionsManager:
         max_num_load_retries: int = 5,
         load_retry_interval_seconds: float = 60.0,
         swap_policy: Callable[[str], str] = lambda name: policy_lib.AVAILABILITY,
+        memory_budget_bytes: int = 0,
+        size_fn: Callable[[Servable], int] | None = None,
+        estimate_fn: Callable[[str], int] = memory_budget.disk_bytes,
+        rss_fn: Callable[[], int] | None = None,
     ):
         self._load_fn = load_fn
         self._swap_policy = swap_policy  # model name -> policy_lib.AVAILABILITY or RESOURCE
@@ -149,17 +93,26 @@ class AspiredVersionsManager:
         self._retry_interval = max(0.0, load_retry_interval_seconds)
         self._lock = threading.RLock()  # the request path takes no lock at all
         self._cv = threading.Condition(self._lock)
-        self._harnesses: dict[str, dict[int, _Harness]] = {}
+        self._harnesses: dict[str, dict[int, Harness]] = {}
         # What requests read: never changed in place, replaced whole (by ``_set_available``), so
         # that a request finds its version with one lookup and no lock.
-        self._available: dict[str, dict[int, _Pinned]] = {}
-        self._latest: dict[str, _Pinned] = {}  # the highest available version of each model
+        self._available: dict[str, dict[int, Pinned]] = {}
+        self._latest: dict[str, Pinned] = {}  # the highest available version of each model
         self._states: dict[str, dict[int, VersionState]] = {}  # the ServableStateMonitor
         self._seq = 0
         self._loads_in_flight = 0
         self._listeners: list[StateListener] = []
         self._source_errors: dict[str, errors.OpError] = {}  # model -> why its base path fails
         self._stopped = False
+        # The memory budget (0: none, every aspired version loads at once).
+        self._budget = max(0, memory_budget_bytes)
+        self._size_fn = size_fn or _footprint_bytes
+        self._estimate_fn = estimate_fn
+        self._wanted: set[str] = set()  # budget: models whose aspired versions are to be resident
+        self._waiters: dict[str, int] = {}  # budget: requests waiting for each model's load
+        self._last_size: dict[str, int] = {}  # budget: what each model's last load held
+        self._rss_fn = rss_fn  # budget: the process's RSS, against which the sizes are scaled
+        self._baseline: int | None = None  # budget: the RSS before the first load on demand
 
     # -- configuration -------------------------------------------------------------------
 
@@ -192,14 +145,14 @@ class AspiredVersionsManager:
             for version, aspired in wanted.items():
                 h = table.get(version)
                 if h is None or (not h.is_aspired and h.state in (HarnessState.NEW, HarnessState.ERROR)):
-                    table[version] = _Harness(ServableId(name, version), aspired.path)
+                    table[version] = Harness(ServableId(name, version), aspired.path)
                     self._publish(table[version], ManagerState.START)
                 elif not h.is_aspired:
                     h.is_aspired = True  # re-aspired while still loaded or unloading
                     h.cancel.clear()
                 elif version in changed and h.state is HarnessState.ERROR:
                     logger.info("Servable version %s changed on disk after a failed load; retrying", h.id)
-                    table[version] = _Harness(h.id, aspired.path)
+                    table[version] = Harness(h.id, aspired.path)
                     self._publish(table[version], ManagerState.START)
                 elif version in changed and h.waiting_retry:
                     h.retry_now.set()
@@ -219,35 +172,41 @@ class AspiredVersionsManager:
 
     # -- lookups ----------------------------------------------------------------------------
 
-    def get_servable(self, name: str, version: int | None) -> Servable:
+    def get_servable(self, name: str, version: int | None, wait: float | None = None) -> Servable:
         """A pinned handle to ``version`` (None: the highest available), released by its
         ``with`` block or when it is dropped."""
-        return _Handle(self.pin(name, version))
+        return Handle(self.pin(name, version, wait))
 
-    def pin(self, name: str, version: int | None = None) -> Servable:
+    def pin(self, name: str, version: int | None = None, wait: float | None = None) -> Servable:
         """``version`` (None: the highest available) pinned until the ``with`` block it opens
         ends; only for ``with``: there is no per-request object to release it otherwise.
-        The request paths' lookup: one dict lookup and a list append."""
+        The request paths' lookup: one dict lookup and a list append. With a memory budget, a
+        model that is not resident is loaded and waited for, ``wait`` seconds at most (None:
+        ``memory_budget.WAIT_SECONDS``)."""
         while True:
             if version is None:
                 pinned = self._latest.get(name)
             else:
-                pinned = self._available.get(name, _NONE).get(version)
+                pinned = self._available.get(name, NONE).get(version)
             if pinned is None:
-                request = f"Latest({name})" if version is None else f"Specific({name}, {version})"
-                raise errors.NotFoundError(None, None, f"Servable not found for request: {request}")
+                if self._budget:
+                    return self._pin_on_demand(name, version, wait)
+                raise errors.NotFoundError(
+                    None, None, f"Servable not found for request: {request_text(name, version)}"
+                )
             pins = pinned.pins
             pins.append(None)
             if not pinned.retired:
+                pinned.used = now()
                 return pinned
             pins.pop()  # retired after our lookup: the tables no longer hold it, look again
 
-    def _set_available(self, h: _Harness, available: bool) -> None:
+    def _set_available(self, h: Harness, available: bool) -> None:
         """Adds or removes ``h`` among the versions requests can pin (called with the manager's
         lock): new tables, swapped in whole; a removed version is retired once they are."""
         versions = dict(self._available.get(h.id.name, {}))
         if available:
-            h.pinned = versions[h.id.version] = _Pinned(h)
+            h.pinned = versions[h.id.version] = Pinned(h)
         else:
             versions.pop(h.id.version, None)
         table, latest = dict(self._available), dict(self._latest)
@@ -261,8 +220,10 @@ class AspiredVersionsManager:
             h.pinned.retired = True
 
     def available_versions(self, name: str) -> list[int]:
+        """The versions requests can use, highest first (with a budget, those not resident too)."""
         with self._cv:
-            return sorted(self._available.get(name, {}), reverse=True)
+            idle = [v for v, h in self._harnesses.get(name, {}).items() if h.idle and h.is_aspired]
+            return sorted({*self._available.get(name, {}), *idle}, reverse=True)
 
     def version_states(self, name: str) -> dict[int, VersionState]:
         """Every version the manager has seen of ``name``, highest first (END ones included)."""
@@ -326,10 +287,12 @@ class AspiredVersionsManager:
 
     # -- the manager's work ------------------------------------------------------------------
 
-    def _publish(self, h: _Harness, state: ManagerState, error: errors.OpError | None = None) -> None:
+    def _publish(
+        self, h: Harness, state: ManagerState, error: errors.OpError | None = None, resident: bool = True
+    ) -> None:
         self._seq += 1
         self._states.setdefault(h.id.name, {})[h.id.version] = VersionState(
-            h.id.version, state, error, self._seq
+            h.id.version, state, error, self._seq, resident
         )
         for listener in self._listeners:
             try:
@@ -345,9 +308,12 @@ class AspiredVersionsManager:
         for name, table in self._harnesses.items():
             policy = self._swap_policy(name)
             for version, h in list(table.items()):
-                if h.is_aspired and h.state is HarnessState.DISABLED:  # re-aspired while unloading
-                    table[version] = _Harness(h.id, h.path)
-                    self._publish(table[version], ManagerState.START)
+                if (
+                    h.is_aspired and h.state is HarnessState.DISABLED
+                ):  # re-aspired while unloading, or evicted
+                    table[version] = Harness(h.id, h.path, idle=h.evicted)
+                    if not h.evicted:
+                        self._publish(table[version], ManagerState.START)
                 elif not h.is_aspired and h.state in (
                     HarnessState.NEW,
                     HarnessState.ERROR,
@@ -356,6 +322,9 @@ class AspiredVersionsManager:
                     del table[version]
                     if h.state is HarnessState.NEW:
                         self._publish(h, ManagerState.END)
+            on_demand = self._budget and name not in self._wanted
+            if on_demand:
+                self._mark_idle(table)
             while True:
                 snapshots = [policy_lib.VersionSnapshot(v, h.state, h.is_aspired) for v, h in table.items()]
                 action = policy_lib.next_action(snapshots, policy)
@@ -364,21 +333,24 @@ class AspiredVersionsManager:
                 h = table[action.version]
                 if action.action is policy_lib.Action.UNLOAD:
                     self._start_unload(h)
-                elif self._loads_in_flight < self._max_loads:
-                    self._start_load(h)
-                else:
+                elif on_demand or self._loads_in_flight >= self._max_loads:
                     break
+                elif self._budget and not self._make_room(h):
+                    break
+                else:
+                    self._start_load(h)
 
-    def _start_load(self, h: _Harness) -> None:
+    def _start_load(self, h: Harness) -> None:
         h.state = HarnessState.LOADING
         self._loads_in_flight += 1
         logger.info("Approving load for servable version %s", h.id)
-        self._publish(h, ManagerState.LOADING)
+        if not h.idle:  # a load on demand stays AVAILABLE (not resident) until it is
+            self._publish(h, ManagerState.LOADING)
         threading.Thread(
             target=self._load, args=(h,), name=f"load-{h.id.name}-{h.id.version}", daemon=True
         ).start()
 
-    def _load(self, h: _Harness) -> None:
+    def _load(self, h: Harness) -> None:
         logger.info("Loading servable version %s", h.id)
         attempt, bundle, error, fp = 0, None, None, None
         while True:
@@ -424,41 +396,54 @@ class AspiredVersionsManager:
         with self._cv:
             self._loads_in_flight -= 1
             if error is None:
-                h.bundle, h.state = bundle, HarnessState.READY
+                h.bundle, h.state, h.idle = bundle, HarnessState.READY, False
                 self._set_available(h, True)
                 logger.info("Successfully loaded servable version %s", h.id)
+                metrics.model_loads.labels(h.id.name).inc()
                 self._publish(h, ManagerState.AVAILABLE)
             else:
-                h.state, h.error, h.fingerprint = HarnessState.ERROR, error, fp
+                h.state, h.error, h.fingerprint, h.idle = HarnessState.ERROR, error, fp, False
                 logger.info("Encountered an error for servable version %s: %s", h.id, status_string(error))
                 self._publish(h, ManagerState.END, error)
             self._reconcile()
         if error is None:
-            self._log_footprint(h)
+            self._measure(h)
 
-    def _log_footprint(self, h: _Harness) -> None:
-        """The line at load saying what the version holds (outside the lock: a walk)."""
+    def _measure(self, h: Harness) -> None:
+        """What a loaded version holds: logged, and with a budget, room made for it if it
+        holds more than its estimate (outside the lock: a walk)."""
         pinned = self._available.get(h.id.name, {}).get(h.id.version)
-        if pinned is None or not hasattr(pinned.bundle, "session"):
+        if pinned is None:
             return
         try:
-            held = memory.model_footprint(pinned)
+            size = self._size_fn(pinned)
         except Exception:  # noqa: BLE001 - a figure, never a failed load
             logger.exception("Measuring servable version %s", h.id)
             return
-        logger.info(
-            "Servable version %s holds %s (arrays: variables and constants %s; onnxruntime %s so far)",
-            h.id,
-            memory.mib(held.total),
-            memory.mib(held.arrays),
-            memory.mib(held.onnxruntime),
-        )
+        if self._budget:
+            with self._cv:
+                h.size = self._last_size[h.id.name] = size
+                residents = self._residents()
+                for name in memory_budget.over_budget(
+                    self._scaled_budget(residents), residents, keep=h.id.name
+                ):
+                    self._evict(name)
+                self._reconcile()
+        if hasattr(pinned.bundle, "session"):  # (walked once: the size above is this walk's, cached)
+            held = memory.model_footprint(pinned)
+            logger.info(
+                "Servable version %s holds %s (arrays: variables and constants %s; onnxruntime %s so far)",
+                h.id,
+                memory.mib(held.total),
+                memory.mib(held.arrays),
+                memory.mib(held.onnxruntime),
+            )
 
     def loaded(self) -> list[Servable]:
         """Every available version (unpinned: for reading what it holds, not for running it)."""
         return [pinned for versions in self._available.values() for pinned in versions.values()]
 
-    def _load_and_warm_up(self, h: _Harness) -> Any:
+    def _load_and_warm_up(self, h: Harness) -> Any:
         """The bundle of ``h``, warmed up (``warmup_fn``) before any request can pin it: the
         warmup's Servable shares the version's cache, so what it builds is what requests find.
         A failing warmup is a failed load; the bundle is released."""
@@ -472,15 +457,18 @@ class AspiredVersionsManager:
                 raise
         return bundle
 
-    def _start_unload(self, h: _Harness) -> None:
+    def _start_unload(self, h: Harness) -> None:
         h.state = HarnessState.UNLOADING
         self._set_available(h, False)
-        self._publish(h, ManagerState.UNLOADING)
+        if h.evicted:
+            self._publish(h, ManagerState.AVAILABLE, resident=False)
+        else:
+            self._publish(h, ManagerState.UNLOADING)
         threading.Thread(
             target=self._unload, args=(h,), name=f"unload-{h.id.name}-{h.id.version}", daemon=True
         ).start()
 
-    def _unload(self, h: _Harness) -> None:
+    def _unload(self, h: Harness) -> None:
         logger.info("Quiescing servable version %s", h.id)
         pins = h.pinned.pins if h.pinned is not None else []
         started = warned = time.monotonic()
@@ -503,13 +491,22 @@ class AspiredVersionsManager:
             self._unload_fn(h.bundle)
         except Exception:
             logger.exception("Unloading servable version %s raised", h.id)
+        metrics.model_unloads.labels(h.id.name).inc()
         with self._cv:
             h.bundle, h.cache, h.pinned, h.state = None, {}, None, HarnessState.DISABLED
             logger.info("Done unloading servable version %s", h.id)
-            self._publish(h, ManagerState.END)
+            if not h.evicted:
+                self._publish(h, ManagerState.END)
         memory.release_freed()  # its cycles, now, and before the next load is approved
         with self._cv:
             self._reconcile()
+
+
+def _footprint_bytes(servable: Servable) -> int:
+    """What a loaded version holds (``memory.model_footprint``; 0 for a bundle without a Session)."""
+    if not hasattr(servable.bundle, "session"):
+        return 0
+    return memory.model_footprint(servable).total
 
 
 def _close_bundle(bundle: Any) -> None:

@@ -97,6 +97,18 @@ def trim_soon() -> None:
     _TRIMMER.request()
 
 
+def rss_bytes() -> int:
+    """This process's resident memory (Linux ``/proc/self/statm``; 0 where there is none)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
 def available_bytes() -> int:
     """The memory this process may use: its cgroup's limit where one is set, else the
     machine's physical memory; 0 if unknown."""

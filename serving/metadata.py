@@ -22,7 +22,7 @@ def get_model_metadata(
         raise errors.InvalidArgumentError(None, None, "Missing ModelSpec")
     validate(request)
     response = get_model_metadata_pb2.GetModelMetadataResponse()
-    with signatures.servable(core, request.model_spec) as servable:
+    with signatures.servable(core, request.model_spec, deadline) as servable:
         signature_def_map = get_model_metadata_pb2.SignatureDefMap()
         for key, signature in _all_signature_defs(servable).items():
             signature_def_map.signature_def[key].CopyFrom(signature)

@@ -156,6 +156,24 @@ model_load_failures = Counter(
     ["model_name"],
     registry=REGISTRY,
 )
+model_loads = Counter(
+    "savedmodel_server_model_loads",
+    "Model versions loaded, by model (with --model_memory_budget_bytes, every load on demand).",
+    ["model_name"],
+    registry=REGISTRY,
+)
+model_unloads = Counter(
+    "savedmodel_server_model_unloads",
+    "Model versions unloaded, by model (evictions included).",
+    ["model_name"],
+    registry=REGISTRY,
+)
+model_evictions = Counter(
+    "savedmodel_server_model_evictions",
+    "Idle model versions unloaded to stay within --model_memory_budget_bytes, by model.",
+    ["model_name"],
+    registry=REGISTRY,
+)
 request_log_dropped = Counter(
     "savedmodel_server_request_log_dropped",
     "Sampled requests not logged because the log writer was behind.",

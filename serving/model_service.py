@@ -16,7 +16,7 @@ from apis.tensorflow_serving.apis import (
     status_pb2,
 )
 from runtime import errors as op_errors
-from serving import errors
+from serving import errors, memory_budget
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,8 @@ def get_model_status(core, request) -> get_model_status_pb2.GetModelStatusRespon
         status.version = state.version
         status.state = int(state.state)
         status.status.CopyFrom(to_status_proto(state.error))
+        if not state.resident:  # ours: with a memory budget, AVAILABLE but not loaded yet
+            status.status.error_message = memory_budget.NOT_RESIDENT
     return response
 
 

@@ -17,7 +17,7 @@ from serving import classify, regress, signatures
 def multi_inference(core, request: inference_pb2.MultiInferenceRequest, deadline: float | None = None):
     """Run one MultiInferenceRequest; returns a MultiInferenceResponse."""
     model_spec = request.tasks[0].model_spec if request.tasks else model_pb2.ModelSpec()
-    with signatures.servable(core, model_spec) as servable:
+    with signatures.servable(core, model_spec, deadline) as servable:
         return run_multi_inference(
             servable,
             request,

@@ -54,6 +54,9 @@ class ServerOptions:
     # extension: availability_preserving (TF Serving's) or resource_preserving, for every model
     # and then name=policy for some (serving/policy.py)
     aspired_version_policy: str = ""
+    # extension: models load on first request and idle ones are evicted to stay within this
+    # many bytes (serving/memory_budget.py); 0: every model loads at start-up
+    model_memory_budget_bytes: int = 0
     load_retry_interval_micros: int = 60 * 1000 * 1000
     allow_version_labels_for_unavailable_models: bool = False
     # Batching

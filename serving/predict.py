@@ -39,7 +39,7 @@ def _predict(core, request: predict_pb2.PredictRequest, deadline: float | None):
     spec = request.model_spec
     if not spec.name and not request.HasField("model_spec"):  # (a name means a model_spec)
         raise errors.InvalidArgumentError(None, None, "Missing ModelSpec")
-    servable = core.pinned(spec)
+    servable = core.pinned(spec, deadline)
     try:  # (what ``with`` does, without two calls per request)
         plain = servable.cache.get((_PLAIN, spec.signature_name))
         if plain is None:

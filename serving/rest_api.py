@@ -29,7 +29,7 @@ from apis.tensorflow_serving.apis import (
     regression_pb2,
 )
 from runtime import errors as op_errors
-from serving import errors, json_examples, json_tensor, json_text, json_writer, signatures
+from serving import errors, json_examples, json_tensor, json_text, json_writer, memory_budget, signatures
 from serving.metadata import SIGNATURE_DEF
 from serving.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
 
@@ -147,7 +147,7 @@ class RestApi:
     def _input_dtypes(self, model_spec, signature_name: str) -> dict[str, int]:
         """``GetInfoMap``: the signature's inputs (alias -> dtype) on the servable the request
         names, kept in the servable's per-version cache."""
-        servable = self._core.pinned(model_spec)
+        servable = self._core.pinned(model_spec, self._deadline)
         try:
             name = signature_name or signatures.DEFAULT_SERVING_SIGNATURE_DEF_KEY
             key = (_INPUT_DTYPES, name)
@@ -215,6 +215,10 @@ class RestApi:
             document = json_writer.proto_document(status)
             for entry in document.get("model_version_status", []):  # ours: what a loaded one holds
                 footprint = held.get((name, int(entry.get("version", 0))))
+                if entry.get("state") == "AVAILABLE":  # (with a memory budget, some are not)
+                    entry["resident"] = (
+                        entry.get("status", {}).get("error_message") != memory_budget.NOT_RESIDENT
+                    )
                 if footprint is not None:
                     entry["memory_bytes"] = {"arrays": footprint.arrays, "onnxruntime": footprint.onnxruntime}
             models.append({"name": name, **document})

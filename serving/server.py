@@ -101,6 +101,12 @@ def check_options(options: ServerOptions) -> None:
         )
     session_config(options)  # parallelism flags
     swap_policies(options.aspired_version_policy)
+    if options.model_memory_budget_bytes < 0:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"--model_memory_budget_bytes must be 0 (none) or more, not {options.model_memory_budget_bytes}",
+        )
 
 
 def initial_config(options: ServerOptions):

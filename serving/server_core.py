@@ -50,6 +50,8 @@ class ServerCore:
             max_num_load_retries=options.max_num_load_retries,
             load_retry_interval_seconds=max(options.load_retry_interval_micros, 0) / 1e6,
             swap_policy=swap_policies(options.aspired_version_policy),
+            memory_budget_bytes=options.model_memory_budget_bytes,
+            rss_fn=memory.rss_bytes,
         )
         self._config = model_config.ModelServerConfig()
         self._config_lock = threading.Lock()
@@ -70,17 +72,18 @@ class ServerCore:
 
     # -- requests ---------------------------------------------------------------------------
 
-    def servable_handle(self, model_spec) -> Servable:
-        """The servable ``model_spec`` names, pinned while the handle is held."""
-        return self._manager.get_servable(*self._requested(model_spec))
+    def servable_handle(self, model_spec, deadline: float | None = None) -> Servable:
+        """The servable ``model_spec`` names, pinned while the handle is held. ``deadline``:
+        the seconds a request may wait for a model that is not resident (memory budget)."""
+        return self._manager.get_servable(*self._requested(model_spec), deadline)
 
-    def pinned(self, model_spec) -> Servable:
+    def pinned(self, model_spec, deadline: float | None = None) -> Servable:
         """``servable_handle`` for a ``with`` statement only, the request paths' (no handle
         is made per request; the block's end releases the pin, as ``unpin()`` does)."""
         name = model_spec.name
         if name and model_spec.WhichOneof("version_choice") is None:  # the common request
-            return self._manager.pin(name)
-        return self._manager.pin(*self._requested(model_spec))
+            return self._manager.pin(name, None, deadline)
+        return self._manager.pin(*self._requested(model_spec), deadline)
 
     def _requested(self, model_spec) -> tuple[str, int | None]:
         """(name, version) of a ModelSpec; version None: the latest."""

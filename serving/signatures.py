@@ -65,10 +65,10 @@ def serialize_as_tensor_content(core) -> bool:
     return bool(getattr(options, "enable_serialization_as_tensor_content", False))
 
 
-def servable(core, model_spec: model_pb2.ModelSpec):
+def servable(core, model_spec: model_pb2.ModelSpec, deadline: float | None = None):
     """The servable for ``model_spec``, for ``with signatures.servable(...) as s``: the block
-    pins that version (``ServerCore.pinned``)."""
-    return core.pinned(model_spec)
+    pins that version (``ServerCore.pinned``; ``deadline``: how long it may wait for a load)."""
+    return core.pinned(model_spec, deadline)
 
 
 def debug_string(message) -> str:
@@ -111,7 +111,7 @@ def serve_examples(core, request, deadline: float | None, run: Callable):
     ``run(servable, request, run_options, method_name_check=...)``, which returns the response."""
     if not request.HasField("model_spec"):
         raise errors.InvalidArgumentError(None, None, "Missing ModelSpec")
-    with servable(core, request.model_spec) as pinned:
+    with servable(core, request.model_spec, deadline) as pinned:
         return run(pinned, request, run_options(deadline), method_name_check=method_name_check(core))
 
 

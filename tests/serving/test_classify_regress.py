@@ -102,7 +102,7 @@ class FakeCore:
         self.servable = Servable("half_plus_two", 123, bundle)
         self.options = options
 
-    def pinned(self, model_spec):
+    def pinned(self, model_spec, deadline=None):
         if model_spec.name != "half_plus_two":
             raise errors.NotFoundError(
                 None, None, f"Servable not found for request: Latest({model_spec.name})"

@@ -22,7 +22,7 @@ class FakeCore:
             "default", 123, SimpleNamespace(meta_graph_def=mgd, signature_defs=mgd.signature_def)
         )
 
-    def pinned(self, model_spec):
+    def pinned(self, model_spec, deadline=None):
         if model_spec.name != "default":
             raise errors.NotFoundError(
                 None, None, f"Servable not found for request: Latest({model_spec.name})"

@@ -56,7 +56,7 @@ class FakeCore:
         self.servables = {s.name: s for s in servables}
         self.options = options
 
-    def pinned(self, model_spec):
+    def pinned(self, model_spec, deadline=None):
         if model_spec.name not in self.servables:
             raise errors.NotFoundError(
                 None, None, f"Servable not found for request: Latest({model_spec.name})"

@@ -84,7 +84,7 @@ class Core:
             SimpleNamespace(session=self.session, meta_graph_def=mgd, signature_defs=mgd.signature_def),
         )
 
-    def pinned(self, model_spec):
+    def pinned(self, model_spec, deadline=None):
         if model_spec.name != "m":
             raise errors.NotFoundError(
                 None, None, f"Servable not found for request: Latest({model_spec.name})"

@@ -120,6 +120,7 @@ def test_model_list(core, tmp_path):
                         "version": "1",
                         "state": "AVAILABLE",
                         "status": {"error_code": "OK", "error_message": ""},
+                        "resident": True,
                         "memory_bytes": {"arrays": 0, "onnxruntime": 0},  # (a fake bundle)
                     }
                 ],

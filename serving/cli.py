@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from serving import __version__, supervisor
+from serving import __version__, heap, supervisor
 from serving.options import ServerOptions
 
 logger = logging.getLogger(__name__)
@@ -388,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     if program.endswith("__main__.py"):
         program = "python -m serving"
     argv = sys.argv[1:] if argv is None else argv
+    heap.limit_arenas()
     configure_logging()
     try:
         options, unknown = parse_flags(argv)

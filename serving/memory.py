@@ -11,90 +11,22 @@ running meanwhile on the other threads between its steps).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
 import logging
 import os
-import sys
-import threading
 import time
 
 from runtime import Session
 from runtime.footprint import Footprint, footprint
+from serving import heap
 
 logger = logging.getLogger(__name__)
-
-
-def _malloc_trim():
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim  # glibc only (musl has none): absent -> nothing to trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim
-
-
-_TRIM = _malloc_trim()
 
 
 def release_freed() -> None:
     """Collects unreachable cycles, then returns the heap's free pages to the system."""
     gc.collect()
-    trim()
-
-
-def trim() -> None:
-    """Returns the free pages of every malloc arena to the system (glibc; elsewhere nothing)."""
-    if _TRIM is not None:
-        _TRIM(0)
-
-
-TRIM_DELAY_SECONDS = 0.05
-TRIM_INTERVAL_SECONDS = 1.0  # at most one trim a second: the pages it returns fault in again
-
-
-class _Trimmer:
-    """Trims the heap a moment after it is asked to, once however often it was asked meanwhile:
-    a large request's last buffers (its body, its answer) are freed after its end is seen, and
-    glibc keeps them in the heap (its mmap threshold rises to the largest block freed, so later
-    large buffers come from the heap too: +60 MiB of RSS per 16 MB REST request, never given
-    back). Not a fixed mmap threshold: every array of the kernels over it would then be mapped
-    and faulted in afresh (measured: 20x slower elementwise ops on 1.6 MB arrays)."""
-
-    def __init__(self) -> None:
-        self._wanted = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def request(self) -> None:
-        if _TRIM is None:
-            return
-        self._wanted.set()
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="heap_trim", daemon=True)
-                    self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            self._wanted.wait()
-            time.sleep(TRIM_DELAY_SECONDS)
-            self._wanted.clear()
-            trim()
-            time.sleep(TRIM_INTERVAL_SECONDS)
-
-
-_TRIMMER = _Trimmer()
-
-
-def trim_soon() -> None:
-    """``trim`` in a moment, on a thread of its own (see ``_Trimmer``)."""
-    _TRIMMER.request()
+    heap.trim()
 
 
 def rss_bytes() -> int:

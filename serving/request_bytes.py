@@ -8,7 +8,7 @@ decoded: its charge (its bytes, times ``JSON_WEIGHT`` for a JSON body) is added 
 flight if it fits the limit; else the request waits up to ``WAIT_SECONDS`` for room, then is
 answered RESOURCE_EXHAUSTED (HTTP 429), which clients retry. A request alone is always
 admitted, however large (its size is bounded by the transport's own limits). When a large
-request ends, the heap's free pages go back to the system (``memory.trim_soon``).
+request ends, the heap's free pages go back to the system (``heap.trim_soon``).
 
 Small requests are not counted (their memory is bounded by the threads that run them), so
 the common request takes no lock.
@@ -20,7 +20,7 @@ import threading
 import time
 
 from runtime import errors
-from serving import memory
+from serving import heap, memory
 
 SMALL = 64 << 10  # below this, a request is not counted
 JSON_WEIGHT = 8  # a JSON body's charge per byte: what reading it into values takes (measured)
@@ -49,7 +49,7 @@ class Ticket:
         if owner is not None:
             owner._release(self.charge)
             if self.size >= TRIM_BYTES:
-                memory.trim_soon()
+                heap.trim_soon()
 
 
 _FREE = Ticket(None, 0, 0)

@@ -443,6 +443,7 @@ def test_paths_off_v1_get_a_plain_404_and_probes_answer(half_plus_two):
     assert status == 200
     listing = json.loads(body)
     held = listing["models"][0]["model_version_status"][0].pop("memory_bytes")  # ours: what it holds
+    assert listing["models"][0]["model_version_status"][0].pop("resident") is True  # ours: no budget
     assert set(held) == {"arrays", "onnxruntime"} and 0 <= held["arrays"] < 1 << 20
     assert listing == {
         "models": [

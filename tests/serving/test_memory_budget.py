@@ -59,7 +59,8 @@ def test_planner_property_never_evicts_busy_and_fits_when_it_can():
     for _ in range(2000):
         budget, need = rng.randint(10, 200), rng.randint(1, 80)
         residents = [
-            Resident(f"m{i}", rng.randint(0, 60), rng.random(), rng.random() < 0.7) for i in range(rng.randint(0, 8))
+            Resident(f"m{i}", rng.randint(0, 60), rng.random(), rng.random() < 0.7)
+            for i in range(rng.randint(0, 8))
         ]
         room = plan_room(budget, "a", need, residents)
         by_name = {r.name: r for r in residents}

@@ -108,7 +108,9 @@ class AspiredVersionsManager(OnDemandLoading):
         self._budget = max(0, memory_budget_bytes)
         self._size_fn = size_fn or _footprint_bytes
         self._estimate_fn = estimate_fn
-        self._wanted: set[str] = set()  # budget: models whose aspired versions are to be resident
+        # budget: models whose aspired versions are to be resident, in the order they were first
+        # asked for (their loads wait for room in this order: none starves behind later ones)
+        self._wanted: dict[str, None] = {}
         self._waiters: dict[str, int] = {}  # budget: requests waiting for each model's load
         self._last_size: dict[str, int] = {}  # budget: what each model's last load held
         self._rss_fn = rss_fn  # budget: the process's RSS, against which the sizes are scaled
@@ -305,7 +307,9 @@ class AspiredVersionsManager(OnDemandLoading):
         """Applies the policy until every model is up to date or the load threads are busy."""
         if self._stopped:
             return
-        for name, table in self._harnesses.items():
+        room_awaited = False  # budget: an earlier model waits for room that later ones would take
+        for name in self._reconcile_order():
+            table = self._harnesses[name]
             policy = self._swap_policy(name)
             for version, h in list(table.items()):
                 if (
@@ -333,12 +337,21 @@ class AspiredVersionsManager(OnDemandLoading):
                 h = table[action.version]
                 if action.action is policy_lib.Action.UNLOAD:
                     self._start_unload(h)
-                elif on_demand or self._loads_in_flight >= self._max_loads:
+                elif on_demand or room_awaited or self._loads_in_flight >= self._max_loads:
                     break
                 elif self._budget and not self._make_room(h):
+                    room_awaited = True
                     break
                 else:
                     self._start_load(h)
+
+    def _reconcile_order(self) -> list[str]:
+        """The models in the order their loads are considered: with a budget, those asked for
+        first come first (``_wanted``'s order), so that room given back goes to the longest wait."""
+        if not self._budget:
+            return list(self._harnesses)
+        wanted = [n for n in self._wanted if n in self._harnesses]
+        return wanted + [n for n in self._harnesses if n not in self._wanted]
 
     def _start_load(self, h: Harness) -> None:
         h.state = HarnessState.LOADING

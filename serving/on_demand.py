@@ -56,7 +56,7 @@ class OnDemandLoading:
                         raise errors.error_for_code(h.error.code, h.error.message)
                     if name not in self._wanted:
                         logger.info("Loading model %s on its first request", name)
-                        self._wanted.add(name)
+                        self._wanted[name] = None
                         if self._baseline is None and self._rss_fn is not None:
                             self._baseline = self._rss_fn()
                     self._reconcile()
@@ -145,7 +145,7 @@ class OnDemandLoading:
         """Unloads every loaded version of an idle model, keeping it aspired (its next request
         loads it again)."""
         logger.info("Evicting model %s to stay within %s", name, memory_budget.FLAG)
-        self._wanted.discard(name)
+        self._wanted.pop(name, None)
         for h in self._harnesses.get(name, {}).values():
             if h.state is HarnessState.READY:
                 metrics.model_evictions.labels(name).inc()

@@ -214,6 +214,34 @@ def test_the_wait_is_bounded_by_the_deadline(tmp_path):
     manager.stop()
 
 
+def test_room_given_back_goes_to_the_longest_wait(tmp_path):
+    """z (sorted last) waits for room held by a busy model; b, asked for later, would fit now
+    but would take z's room: it waits behind z, so z cannot starve behind models asked later."""
+    loader = Sized({"a": 60 * MB, "b": 30 * MB, "z": 60 * MB})
+    manager = budget_manager(loader, 100 * MB, tmp_path, ["a", "b", "z"])
+    held_a = manager.pin("a")
+    got = {}
+
+    def ask(name):
+        with manager.pin(name, wait=10.0) as servable:
+            got[name] = servable.name
+
+    z = threading.Thread(target=ask, args=("z",))
+    z.start()
+    wait_until(lambda: "z" in manager._wanted)
+    b = threading.Thread(target=ask, args=("b",))
+    b.start()
+    time.sleep(0.3)
+    assert loader.loads == ["a"]  # b fits beside a, yet waits behind z
+    held_a.unpin()
+    z.join(10)
+    b.join(10)
+    assert got == {"z": "z", "b": "b"}
+    assert loader.loads == ["a", "z", "b"]
+    assert loader.peak <= 100 * MB
+    manager.stop()
+
+
 def test_a_failed_load_answers_its_error_and_unknown_models_are_not_found(tmp_path):
     loader = Sized({"a": MB})
     manager = AspiredVersionsManager(

@@ -32,7 +32,7 @@ import numpy as np
 from apis.tensorflow.core.framework import tensor_pb2
 from apis.tensorflow_serving.apis import predict_pb2
 from runtime import dtypes, errors
-from serving import json_text, json_writer, tensor_codec
+from serving import json_numbers, json_text, json_writer, tensor_codec
 
 ROW, COLUMNAR = "row", "columnar"
 
@@ -95,6 +95,14 @@ def fill_predict_request(
                 doc, "Not formatted correctly expecting only one of 'inputs' or 'instances' keys to exist "
             )
         instances = doc[INSTANCES_KEY]
+        if type(instances) is json_numbers.Numbers:  # a large array read from the body's text
+            if len(infos) == 1:
+                ((name, dtype),) = infos.items()
+                array = _numbers(instances, dtype)
+                if array is not None:
+                    _set_inputs(request, {name: array}, infos)
+                    return ROW
+            instances = instances.parsed()
         if type(instances) is not list:
             raise json_text.format_error(doc, "Expecting 'instances' to be an list/array")
         if not instances:
@@ -201,6 +209,11 @@ def _tensors_from_inputs(value, infos: dict[str, int]) -> dict[str, np.ndarray]:
 
 def _tensor(value, dtype: int) -> np.ndarray:
     """One columnar value as an array of ``dtype``: the fast path, else TF Serving's walk."""
+    if type(value) is json_numbers.Numbers:
+        array = _numbers(value, dtype)
+        if array is not None:
+            return array
+        value = value.parsed()
     dense = _dense(value, dtype)
     if dense is not None:
         return dense
@@ -240,12 +253,20 @@ def _dense(value, dtype: int) -> np.ndarray | None:
     return None if array is None else array.reshape(shape)
 
 
-def _typed(flat: list, dtype: int) -> np.ndarray | None:
-    """A flat list of JSON scalars as a 1-D array of ``dtype``, if every one is of a JSON type
-    that ``dtype`` takes (``AddValueToTensor``); else None."""
-    kinds = set(map(type, flat))
+def _numbers(value: json_numbers.Numbers, dtype: int) -> np.ndarray | None:
+    """A lifted array as a tensor of ``dtype``, by the rules of ``_typed``; None where
+    ``dtype`` does not take its values (the general path then reads ``value.parsed()``)."""
+    array = _typed(value.values, dtype, value.kinds)
+    return None if array is None else array.reshape(value.shape)
+
+
+def _typed(flat: list | np.ndarray, dtype: int, kinds: set[type] | None = None) -> np.ndarray | None:
+    """A flat list of JSON scalars (or a lifted array of numbers, with the JSON ``kinds`` they
+    had) as a 1-D array of ``dtype``, if every one is of a JSON type that ``dtype`` takes
+    (``AddValueToTensor``); else None."""
+    kinds = set(map(type, flat)) if kinds is None else kinds
     np_dtype = tensor_codec.numpy_dtype(dtype)
-    if not flat:
+    if not len(flat):
         return np.empty(0, np_dtype) if np_dtype is not None else None
     if dtype in _FLOATS:
         if not kinds <= {int, float}:
@@ -256,7 +277,10 @@ def _typed(flat: list, dtype: int) -> np.ndarray | None:
         if kinds != {int}:
             return None
         low, high = _INT_RANGES[dtype]
-        if not (low <= min(flat) and max(flat) < high):
+        least, most = (
+            (int(flat.min()), int(flat.max())) if type(flat) is np.ndarray else (min(flat), max(flat))
+        )
+        if not (low <= least and most < high):
             return None
         wide = np.array(flat, np.uint64 if dtype == dtypes.DT_UINT64 else np.int64)
         return wide.astype(np_dtype)  # int_val of an int8 tensor: TF's cast wraps

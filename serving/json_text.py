@@ -31,7 +31,7 @@ import re
 import orjson
 
 from runtime import errors
-from serving import json_writer
+from serving import json_numbers, json_writer
 
 _WS = b" \t\n\r"
 
@@ -40,11 +40,17 @@ _WS = b" \t\n\r"
 # reading
 
 
-def loads(body: bytes):
+def loads(body: bytes, *, lift_numbers: bool = False):
     """The JSON document of a request body; InvalidArgumentError with rapidjson's text if it
-    is not one. Strings may hold surrogate escapes of bytes that are not UTF-8."""
+    is not one. Strings may hold surrogate escapes of bytes that are not UTF-8. With
+    ``lift_numbers`` (a Predict body), its large arrays of numbers may come as
+    ``json_numbers.Numbers``."""
     if not body:
         raise errors.InvalidArgumentError(None, None, "JSON Parse error: The document is empty")
+    if lift_numbers:
+        doc = json_numbers.lift(body)
+        if doc is not None:
+            return doc
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError:

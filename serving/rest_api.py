@@ -139,7 +139,9 @@ class RestApi:
         model_spec_for(message.model_spec, request)
         with self.functions.decoding("Predict", message):
             form = json_tensor.fill_predict_request(
-                json_text.loads(body), message, lambda name: self._input_dtypes(message.model_spec, name)
+                json_text.loads(body, lift_numbers=True),
+                message,
+                lambda name: self._input_dtypes(message.model_spec, name),
             )
         response = self.functions.predict(self._core, message, self._deadline)
         return json_tensor.predict_response_json(response.outputs, form)

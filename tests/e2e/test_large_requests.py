@@ -6,6 +6,8 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import select
+import socket
 import threading
 import time
 
@@ -120,27 +122,46 @@ def test_memory_of_large_requests_stays_bounded(model_server, model_dir):
     assert max(sizes) - baseline < 320, (baseline, [round(x) for x in sizes])
 
 
+class Held:
+    """A large POST admitted and kept in flight: headers and half the body sent (the server
+    admits a request by its Content-Length, before reading it), the rest sent by ``finish``."""
+
+    def __init__(self, port: int, body: bytes) -> None:
+        self.body = body
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=120)
+        head = (
+            "POST /v1/models/half_plus_two:predict HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        self.sock.sendall(head.encode() + body[: len(body) // 2])
+
+    def answered_early(self) -> bool:
+        """Whether the server answered (refused it) before its body was all sent."""
+        return bool(select.select([self.sock], [], [], 0)[0])
+
+    def finish(self) -> int:
+        self.sock.sendall(self.body[len(self.body) // 2 :])
+        response = http.client.HTTPResponse(self.sock)
+        response.begin()
+        response.read()
+        self.sock.close()
+        return response.status
+
+
 def test_requests_past_the_limit_of_bytes_in_flight_are_refused_on_both_transports(model_server, model_dir):
     """With --max_request_bytes_in_flight=1, a large request runs alone: one more that arrives
-    meanwhile, on either transport, waits its second and is answered 429 / RESOURCE_EXHAUSTED
-    (its body read, so the client gets the answer); small requests are never counted; once the
-    large one ends, the same requests are answered."""
+    while it is in flight, on either transport, waits its second and is answered 429 /
+    RESOURCE_EXHAUSTED (its body read, so the client gets the answer); small requests are never
+    counted; once the large one ends, the same requests are answered."""
     server, url = start(model_server, model_dir, "--max_request_bytes_in_flight=1")
     call = server.new_channel(options=UNLIMITED).unary_unary(PREDICT)
-    long_body = rest_body(4_000_000)  # 16 MB: several seconds of JSON
+    long_body = rest_body(4_000_000)
     body, data = rest_body(100_000), grpc_request(100_000)
-    answers = {}
-
-    def long_request():  # retried as a client would, should it meet a probe below in flight
-        for _ in range(30):
-            answers["long"] = post(url, long_body, 300)
-            if answers["long"].status_code != 429:
-                return
-
-    running = threading.Thread(target=long_request)
-    running.start()
+    held = Held(url, long_body)
     deadline = time.monotonic() + 60
-    while True:  # until the long request is admitted: the next large one meets it
+    while True:  # until the held request is admitted (a probe may have been in flight first)
+        if held.answered_early():
+            held = Held(url, long_body)
         refused = post(url, body)
         if refused.status_code == 429 or time.monotonic() > deadline:
             break
@@ -154,8 +175,7 @@ def test_requests_past_the_limit_of_bytes_in_flight_are_refused_on_both_transpor
         assert "1 bytes of requests in flight" in e.details()
     small = post(url, b'{"instances": [1.0, 2.0]}')
     assert small.json() == {"predictions": [2.5, 3.0]}
-    running.join()
-    assert answers["long"].status_code == 200
+    assert held.finish() == 200
     assert post(url, body).status_code == 200
     response = predict_pb2.PredictResponse.FromString(call(data, timeout=60))
     assert make_ndarray(response.outputs["y"]).shape == (100_000,)

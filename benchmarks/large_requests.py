@@ -91,9 +91,12 @@ def phase(name: str, pid: int, sends: list) -> None:
     elapsed = time.monotonic() - start
     time.sleep(0.5)
     highest, after = peak.stop(), rss_mib(pid)
+    time.sleep(2.0)  # the heap's trim runs at most once a second
+    settled = rss_mib(pid)
     answers = ", ".join(f"{k}: {v}" for k, v in sorted(results.items()))
     print(
         f"{name:34s} RSS before {before:5.0f} MiB, peak {highest:5.0f}, after {after:5.0f}"
+        f" (2 s later {settled:5.0f})"
         f" ({elapsed:5.1f} s; {answers})",
         flush=True,
     )

@@ -1,7 +1,8 @@
 """The bytes of requests in flight, bounded: ``--max_request_bytes_in_flight`` (ours).
 
-A request's memory is a multiple of its size (a JSON body becomes a Python object per number
-before it is a tensor: measured 16-20x at its peak; a gRPC request about 3x), so many large
+A request's memory is a multiple of its size (a JSON body whose arrays of numbers
+``serving.json_numbers`` reads: 6-9x at its peak; one the general path reads, a Python object
+per number: 16-20x; a gRPC request about 3x), so many large
 requests at once grew the process until it was killed (16 REST bodies of 16 MB: 136 MiB ->
 2.4 GB). Every transport admits a request of ``SMALL`` bytes or more here before it is
 decoded: its charge (its bytes, times ``JSON_WEIGHT`` for a JSON body) is added to what is in

@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from apis.tensorflow_serving.apis import predict_pb2  # noqa: E402
-from serving import tensor_codec  # noqa: E402
+from serving.inference import tensor_codec  # noqa: E402
 from tests.oracle import corpus  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from apis.tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc  # noqa: E402
-from serving import tensor_codec  # noqa: E402
+from serving.inference import tensor_codec  # noqa: E402
 from tests.e2e.conftest import free_port  # noqa: E402
 
 MAX_MESSAGE = 2**31 - 1

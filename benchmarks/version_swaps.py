@@ -90,7 +90,7 @@ def available(stub, model: str) -> list[int]:
     return sorted(s.version for s in response.model_version_status if s.state == 30)  # AVAILABLE
 
 
-SETTLE_SECONDS = 1.0  # after a swap: the old version's memory given back (serving/memory.py)
+SETTLE_SECONDS = 1.0  # after a swap: the old version's memory given back (serving/resources/memory.py)
 
 
 def run(model: str, swaps: int, clients: int, policy: str, server_flags: list[str]) -> dict:

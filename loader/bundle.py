@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import importlib
 import logging
 import os
 import time
@@ -91,7 +92,9 @@ def _delegate(session, delegation, served, cluster_cache, identity: str, origina
     imports the graph again for the runs the rewrite fails, so the Session need not keep it."""
     try:
         options = None if delegation is True else delegation
-        session.delegate(options, served, cluster_cache, identity, original)
+        onnx = importlib.import_module("runtime.onnx")  # by name: onnxruntime loads only here
+        cache = onnx.ClusterCache(cluster_cache, identity) if cluster_cache is not None else None
+        onnx.delegate(session, options, served, cache, original)
     except Exception as exc:  # noqa: BLE001 - a model that runs natively is still served
         logger.warning(
             "onnxruntime delegation failed, every op runs on the numpy kernels: %s: %s",
@@ -130,7 +133,7 @@ def load_saved_model(
 
     ``delegation``: True (the default, as ``model_server``'s ``--onnx_delegation``) or a
     ``runtime.onnx.DelegationOptions`` rewrites the Session's graph after restore and init so that
-    op clusters feeding the signatures run in onnxruntime (``Session.delegate``; report in
+    op clusters feeding the signatures run in onnxruntime (``runtime.onnx.delegate``; report in
     ``session.delegation_report``); False (or None) keeps every op on the numpy kernels.
     ``cluster_cache``: a directory keeping that rewrite and the converted, validated clusters,
     keyed by the model's fingerprint and tag set and the converter's version, so that the next

@@ -10,7 +10,7 @@ Two callers, two sets of TF semantics over the same field tables and readers:
   or int64), broadcasts a single value to ``shape``, and packs numeric data in ``tensor_content``
   (or in ``*_val`` fields when ``use_tensor_content=False``).
 - TF Serving's request path (``Tensor::FromProto``, ``Tensor::AsProtoField``), for
-  ``serving/tensor_codec.py``: ``field_values`` and ``strings_from_content`` read what a request
+  ``serving/inference/tensor_codec.py``: ``field_values`` and ``strings_from_content`` read what a request
   holds (values past the element count are ignored there); ``field_bytes`` and ``content_bytes``
   write a TensorProto as wire bytes (``runtime/wire.py``) that protobuf parses in one call.
 

@@ -7,7 +7,7 @@ negative int32 and int64 values take ten bytes (two's complement over 64 bits).
 
 Who writes bytes by hand does so because one parse of assembled bytes (upb: one memcpy for a
 packed field) beats building the message field by field: the tensor codec (``runtime/tensor_util.py``),
-the Predict fast path (``serving/predict.py``); who reads them, because the data is not a message
+the Predict fast path (``serving/inference/predict.py``); who reads them, because the data is not a message
 of its own (TensorBundle and SSTable entries, ``runtime/checkpoint/``) or a whole batch is read at
 once (``runtime/example/wire_readers.py``). The vectorized forms take numpy arrays of values.
 

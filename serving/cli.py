@@ -23,8 +23,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from serving import __version__, heap, supervisor
+from serving import __version__, supervisor
 from serving.options import ServerOptions
+from serving.resources import heap
 
 logger = logging.getLogger(__name__)
 

@@ -1,12 +1,12 @@
 """What a server observes about itself, assembled once per server.
 
 - ``--monitoring_config_file`` (text ``MonitoringConfig``): with ``prometheus_config { enable:
-  true }`` the Prometheus page (``serving.metrics.page``) is served on the REST port at its
+  true }`` the Prometheus page (``serving.observability.metrics.page``) is served on the REST port at its
   ``path`` (default ``/monitoring/prometheus/metrics``), as TF Serving serves it (a path that
   is not it: 400 "Unexpected path"; no REST port: logged, nothing served).
 - ``functions(entrypoint)``: the request functions each transport calls, wrapped once
-  (``serving.request_functions.instrument``) with the request metrics and the request log.
-- The request log (``serving.request_log``): ``--request_log_dir`` and each model's
+  (``serving.inference.request_functions.instrument``) with the request metrics and the request log.
+- The request log (``serving.observability.request_log``): ``--request_log_dir`` and each model's
   ``logging_config``, updated when the model config is reloaded.
 - Model version states and load failures, from the manager's state events.
 """
@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 
 from apis.tensorflow_serving.config import monitoring_config_pb2
-from serving import metrics, model_config
-from serving.request_functions import DEFAULT_FUNCTIONS, RequestFunctions, instrument
-from serving.request_log import RequestLogger, model_logging
-from serving.rest_api import Reply
+from serving.inference.request_functions import DEFAULT_FUNCTIONS, RequestFunctions, instrument
+from serving.lifecycle import model_config
+from serving.observability import metrics
+from serving.observability.request_log import RequestLogger, model_logging
+from serving.rest_api.routes import Reply
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ class ServerOptions:
     rest_api_timeout_in_ms: int = 30000
     rest_api_enable_cors_support: bool = False
     rest_api_max_body_bytes: int = 64 << 20  # extension: larger bodies are answered 413
-    # extension: the bytes of large requests in flight (serving/request_bytes.py); -1: a
+    # extension: the bytes of large requests in flight (serving/resources/request_bytes.py); -1: a
     # sixteenth of the memory the process may use, 0: no limit
     max_request_bytes_in_flight: int = -1
     # Models
@@ -52,10 +52,10 @@ class ServerOptions:
     num_unload_threads: int = 0
     max_num_load_retries: int = 5
     # extension: availability_preserving (TF Serving's) or resource_preserving, for every model
-    # and then name=policy for some (serving/policy.py)
+    # and then name=policy for some (serving/lifecycle/policy.py)
     aspired_version_policy: str = ""
     # extension: models load on first request and idle ones are evicted to stay within this
-    # many bytes (serving/memory_budget.py); 0: every model loads at start-up
+    # many bytes (serving/lifecycle/memory_budget.py); 0: every model loads at start-up
     model_memory_budget_bytes: int = 0
     load_retry_interval_micros: int = 60 * 1000 * 1000
     allow_version_labels_for_unavailable_models: bool = False
@@ -97,11 +97,15 @@ class ServerOptions:
     # Set by the CLI from TF's S3 variables (S3_ENDPOINT, S3_USE_HTTPS, S3_VERIFY_SSL), per URL
     # scheme: fsspec storage options. Never logged (they may hold endpoints of private stores).
     remote_storage_options: dict = field(default_factory=dict, repr=False)
-    file_system_settle_seconds: float = 0.0  # extension: serving/source.py; 0 takes a version at once
-    request_log_dir: str = ""  # extension: serving/request_log.py
+    file_system_settle_seconds: float = (
+        0.0  # extension: serving/lifecycle/source.py; 0 takes a version at once
+    )
+    request_log_dir: str = ""  # extension: serving/observability/request_log.py
     request_log_sampling_rate: float = 0.1
     request_log_max_bytes: int = 64 << 20
-    lame_duck_seconds: float = 5.0  # extension: serving/drain.py; Kubernetes' endpoint removal takes seconds
+    lame_duck_seconds: float = (
+        5.0  # extension: serving/resources/drain.py; Kubernetes' endpoint removal takes seconds
+    )
     num_workers: int = 1  # extension: serving/supervisor.py; N processes share the ports
     version: bool = False
 

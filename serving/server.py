@@ -3,8 +3,8 @@
 Order of events, as in TF Serving's ``Server::BuildAndStart``: check the options, read the
 model config, load the initial models (blocking), then open ``--port`` (and
 ``--grpc_socket_path``) with PredictionService, ModelService, health and reflection, then
-``--rest_api_port`` (``serving.rest``). So a client that can connect can be served. On SIGTERM
-or SIGINT the server drains (``serving/drain.py``): health and /readyz turn NOT_SERVING, the
+``--rest_api_port`` (``serving.rest_api.server``). So a client that can connect can be served. On SIGTERM
+or SIGINT the server drains (``serving/resources/drain.py``): health and /readyz turn NOT_SERVING, the
 lame duck on SIGTERM, refusal with UNAVAILABLE (503 over REST); then both servers stop and
 every call received is answered (up to a grace period); exit status 0.
 """
@@ -26,17 +26,21 @@ from apis.tensorflow_serving.apis import model_service_pb2_grpc
 from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
 from runtime.kernels.blas import set_blas_threads
-from serving import grpc_handlers, grpc_service, metrics, model_config, request_bytes
-from serving.drain import Drain, exit_process
-from serving.health import ModelHealth
-from serving.manager import status_string
-from serving.model_service import ModelServiceServicer
+from serving.grpc_api import handlers as grpc_handlers
+from serving.grpc_api import services as grpc_service
+from serving.grpc_api.services import ModelServiceServicer
+from serving.inference.bundles import blas_threads, session_config
+from serving.inference.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
+from serving.lifecycle import model_config
+from serving.lifecycle.health import ModelHealth
+from serving.lifecycle.manager import status_string
+from serving.lifecycle.policy import swap_policies
 from serving.monitoring import Monitoring
+from serving.observability import metrics
 from serving.options import ServerOptions
-from serving.policy import swap_policies
-from serving.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
-from serving.rest import start_rest_server
-from serving.servable import blas_threads, session_config
+from serving.resources import request_bytes
+from serving.resources.drain import Drain, exit_process
+from serving.rest_api.server import start_rest_server
 from serving.server_core import ServerCore
 from serving.worker_pool import WorkerPool
 
@@ -307,6 +311,6 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict, on_servin
     core.stop()
     monitoring.close()
     logger.info("Server stopped")
-    # Not grpcio's server.stop(): it would cancel the calls still arriving (serving/drain.py).
+    # Not grpcio's server.stop(): it would cancel the calls still arriving (serving/resources/drain.py).
     exit_process(0)
     return 0

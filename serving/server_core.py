@@ -13,19 +13,21 @@ from collections.abc import Callable
 
 from runtime import errors
 from runtime.footprint import Footprint
-from serving import memory, model_config
 from serving.batching.bundle import Batching, create_batching
-from serving.manager import (
+from serving.inference.bundles import saved_model_load_fn, warmup_fn
+from serving.lifecycle import model_config
+from serving.lifecycle.manager import (
     AspiredVersionsManager,
     LoadFn,
     StateListener,
     VersionState,
     status_string,
 )
+from serving.lifecycle.policy import swap_policies
+from serving.lifecycle.servable import ManagerState, Servable, ServableId
+from serving.lifecycle.source import FileSystemStoragePathSource, ServableToMonitor, VersionPolicy
 from serving.options import schedulable_cpus
-from serving.policy import swap_policies
-from serving.servable import ManagerState, Servable, ServableId, saved_model_load_fn, warmup_fn
-from serving.source import FileSystemStoragePathSource, ServableToMonitor, VersionPolicy
+from serving.resources import memory
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +123,7 @@ class ServerCore:
         return list(states.values())
 
     def footprints(self) -> dict[tuple[str, int], Footprint]:
-        """What each available version holds (``serving.memory.model_footprint``)."""
+        """What each available version holds (``serving.resources.memory.model_footprint``)."""
         held = {}
         for servable in self._manager.loaded():
             if hasattr(servable.bundle, "session"):

@@ -16,7 +16,7 @@ server in this process, as TF Serving does) ``model_server`` becomes a superviso
 - restarts a worker that dies once the server has started (every worker serving once), with a
   back-off while restarts keep failing; a worker that exits before then stops the server with
   the worker's exit status, as a failed start of a single server would;
-- forwards SIGTERM and SIGINT to every worker (each drains as ``serving.drain`` says; workers
+- forwards SIGTERM and SIGINT to every worker (each drains as ``serving.resources.drain`` says; workers
   run in a session of their own, so a terminal's Ctrl-C reaches them once, through here) and
   exits 0 once every worker has drained and exited 0.
 

@@ -9,7 +9,7 @@ graph a delegated Session keeps to answer the runs its rewrite fails (``native_f
 numpy's error state during runs (``fp_errors.py``), which signatures can run at all
 (``signature_check.py``) and no garbage collection while a model is built (``gc_pause.py``).
 
-May import: ``runtime.graph``, ``runtime.kernels`` and what they may import. Never ``runtime.onnx``
-statically: ``Session.delegate`` loads it by name, so that onnxruntime loads only where a Session
-delegates.
+May import: ``runtime.graph``, ``runtime.kernels`` and what they may import. Never ``runtime.onnx``:
+whoever asks for delegation (the loader) hands the Session to ``runtime.onnx.delegate``, which
+rewrites its graph; so onnxruntime loads only where a model delegates.
 """

@@ -14,7 +14,6 @@ the Session's resources (variables).
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import threading
 import time
@@ -79,7 +78,7 @@ class Session:
         self._closed = False
         self._on_close: list[Callable[[], None]] = []
         self._check_feed_shapes = check_feed_shapes
-        self.delegation_report = None  # set by delegate(): what runs in onnxruntime
+        self.delegation_report = None  # set by runtime.onnx.delegate: what runs in onnxruntime
         self.cluster_constants = None  # set by delegate(): the weights its clusters read by name
         self._fallback: NativeFallback | None = None  # set with a rewritten graph (_replace_graph)
 
@@ -254,27 +253,6 @@ class Session:
                 self._plans_version = self._graph.version
             self._plans[key] = plan
         return plan
-
-    # -- onnxruntime delegation ---------------------------------------------------------------
-    def delegate(
-        self, options=None, signatures=None, cache_dir=None, model_identity: str = "", original=None
-    ):
-        """Rewrites this Session's graph once so that clusters of ops run in onnxruntime.
-
-        Call after variables are restored and initialised (frozen reads take their values then).
-        ``options``: a ``runtime.onnx.DelegationOptions`` (``enabled=False`` keeps everything
-        native); ``signatures``: what will be run, as (feed names, fetch names) pairs, or None
-        for the whole graph. ``cache_dir``: the cluster cache's directory (None: none), which
-        keeps the rewritten graph and converted clusters of the model ``model_identity`` names
-        (``runtime/onnx/cluster_cache.py``). Returns the ``DelegationReport``, also kept as
-        ``delegation_report``. ``original``: what imports this graph again, for the runs the
-        rewrite fails (``native_fallback.py``; None: this graph is kept). ``runtime.onnx`` is
-        imported by name, on demand: onnxruntime loads only in Sessions that delegate, and stays
-        out of the static imports of the layers above.
-        """
-        onnx = importlib.import_module("runtime.onnx")
-        cache = onnx.ClusterCache(cache_dir, model_identity) if cache_dir is not None else None
-        return onnx.delegate(self, options, signatures, cache, original)
 
     def _replace_graph(
         self,

@@ -4,7 +4,8 @@ Importing this package registers the ``_OrtCluster`` kernel; the converters (``c
 ``math_ops``, ``array_ops``, ``nn_ops``, ``list_ops``, ``logging_ops``, ``control_flow_ops`` with
 ``rnn_ops``' fused loops, ``cond_ops``) register when first asked for (``CONVERTERS``,
 ``convert_subgraph``, the partitioner's names here, or a rewrite or conversion that needs them). ``delegate(session, options, roots)`` rewrites a loaded Session's graph
-once (``Session.delegate`` and ``loader.load_saved_model(..., delegation=...)`` call it); the
+once (``loader.load_saved_model(..., delegation=...)`` calls it, importing this package by
+name); the
 returned ``DelegationReport`` says what runs where. Only this package imports onnx and
 onnxruntime.
 

@@ -10,6 +10,7 @@
 - ``bundle``: ``Batching``, what ``--enable_batching`` builds for a server and applies to each
   servable version as it loads.
 
-May import ``runtime``, ``apis`` and ``serving``'s transport-free modules (``options``,
-``signatures``, ``model_config``); never grpc.
+Above inference in ``serving``'s layers (it wraps the Session the bundles load): may import
+``runtime``, ``apis``, ``serving.inference``, ``serving.lifecycle`` (``model_config``), resources
+and observability; never a front end, never grpc.
 """

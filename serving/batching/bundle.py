@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 
-from serving import metrics
 from serving.batching import parameters
 from serving.batching.scheduler import SharedBatchScheduler
 from serving.batching.session import BatchingSession, tensor_signature
 from serving.batching.stats import ExportedQueueStats
+from serving.observability import metrics
 from serving.options import ServerOptions, schedulable_cpus
 
 logger = logging.getLogger(__name__)

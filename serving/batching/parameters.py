@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from apis.tensorflow_serving.servables.tensorflow.session_bundle_config_pb2 import BatchingParameters
 from runtime import errors
-from serving import model_config
+from serving.lifecycle import model_config
 
 logger = logging.getLogger(__name__)
 

@@ -43,6 +43,7 @@ from serving.batching.adaptive import AdaptiveTimeout
 from serving.batching.parameters import QueueOptions, SchedulerOptions
 from serving.batching.stats import QueueStats
 from serving.batching.tasks import BatchTask, SplitTask
+from serving.resources.memory import shared_by_all
 
 logger = logging.getLogger(__name__)
 
@@ -244,6 +245,7 @@ class BatchQueue:
                     task.fail(errors.InternalError(None, None, f"Batch processing failed: {e}"))
 
 
+@shared_by_all
 class SharedBatchScheduler:
     """``num_batch_threads`` threads shared by every queue, round-robin; as many batches at most
     run at once (on those threads, or on the caller's thread of a batch ready alone). Thread-safe."""

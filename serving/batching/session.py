@@ -26,11 +26,11 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from runtime import errors
-from serving import signatures
 from serving.batching import batch_forming
 from serving.batching.parameters import QueueOptions
 from serving.batching.scheduler import BatchQueue, SharedBatchScheduler
 from serving.batching.tasks import BatchTask
+from serving.inference import signatures
 
 logger = logging.getLogger(__name__)
 

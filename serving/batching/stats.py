@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from serving import metrics
+from serving.observability import metrics
 
 
 class QueueStats:
@@ -74,7 +74,7 @@ class QueueStats:
 
 
 class ExportedQueueStats(QueueStats):
-    """``QueueStats`` that also records TF Serving's batching metrics (``serving.metrics``):
+    """``QueueStats`` that also records TF Serving's batching metrics (``serving.observability.metrics``):
     the size of each task and batch, the padding, and each task's time queued."""
 
     def __init__(self, name: str, model_name: str = "", thread_pool_name: str = "") -> None:

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from kubernetes_validate import utils as validate_utils
 
-from serving import drain
+from serving.resources import drain
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "docker" / "k8s"

@@ -21,7 +21,7 @@ import pytest
 
 from apis.tensorflow.core.framework import tensor_pb2
 from apis.tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
-from serving import tensor_codec
+from serving.inference import tensor_codec
 from tests.e2e.conftest import server_command
 from tests.oracle import corpus, oracle_dir
 

@@ -23,7 +23,7 @@ from apis.tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
     regression_pb2,
 )
-from serving import tensor_codec
+from serving.inference import tensor_codec
 from tests.e2e.test_predict_server import start_serving
 from tests.oracle import corpus
 from tests.oracle.catalog import discover

@@ -1,6 +1,6 @@
 """Requests that do not parse leave the server's memory as it was.
 
-grpcio keeps memory for every request its own deserializer fails on (``serving.grpc_handlers``
+grpcio keeps memory for every request its own deserializer fails on (``serving.grpc_api.handlers``
 says how much); model_server parses requests in its handlers instead. Seeded garbage (random
 bytes, truncated and bit-flipped real requests) on every method a client can reach, each answered
 INTERNAL (or a status, when the bytes happen to parse), and resident memory measured around it.

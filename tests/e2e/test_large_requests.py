@@ -1,5 +1,5 @@
 """Large Predict requests over REST and gRPC: memory given back, and a bound on the bytes in
-flight shared by both transports (``serving/request_bytes.py``)."""
+flight shared by both transports (``serving/resources/request_bytes.py``)."""
 
 from __future__ import annotations
 
@@ -76,9 +76,9 @@ def test_memory_of_large_requests_stays_bounded(model_server, model_dir):
     """Before: a JSON answer was one str per value (450 MB traced for 4M floats): a 16 MB REST
     request peaked at 44x its body, and REST's RSS rose 135 -> 480 MiB over 10 of them; then
     17x (a Python float per JSON number). Now the peak is under 12x (measured 9x, the answer's
-    text included: ``serving/json_numbers.py``), 12 more pairs of a REST (8 MB) and a gRPC
+    text included: ``serving/rest_api/json_numbers.py``), 12 more pairs of a REST (8 MB) and a gRPC
     (16 MB) request stay within 320 MiB of the RSS before any (measured 100-230 MiB: glibc's
-    heap keeps some of what large requests freed; see serving/memory.py), and so does the RSS
+    heap keeps some of what large requests freed; see serving/resources/memory.py), and so does the RSS
     a moment after 4 REST and 4 gRPC requests of 16 MB at once (measured +20 MiB)."""
     server, url = start(model_server, model_dir)
     floats = 4_000_000  # 16 MB of tensor content; the REST body half of it (2 MB of JSON is 1 s)

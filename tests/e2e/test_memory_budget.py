@@ -17,7 +17,7 @@ import numpy as np
 from apis.tensorflow.core.framework import tensor_pb2
 from apis.tensorflow_serving.apis import get_model_status_pb2, predict_pb2
 from runtime.tensor_util import make_ndarray
-from serving import memory_budget
+from serving.lifecycle import memory_budget
 from tests.e2e.test_large_requests import rss_mib
 from tests.e2e.test_monitoring import scrape, value
 from tests.e2e.test_version_pickup import export_of

@@ -11,7 +11,7 @@ import urllib.request
 
 import grpc
 
-from serving import memory
+from serving.resources import memory
 from tests.e2e.test_monitoring import scrape, value
 from tests.e2e.test_version_pickup import export_of, request_of
 

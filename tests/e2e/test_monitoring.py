@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apis.tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_log_pb2
 from runtime.tensor_util import make_tensor_proto
-from serving import tfrecord
+from serving.observability import tfrecord
 
 GOOD, BAD, UNKNOWN = 30, 7, 5  # per client
 CLIENTS = 3

@@ -21,7 +21,7 @@ import pytest
 from apis.tensorflow.core.framework import tensor_pb2, types_pb2
 from apis.tensorflow.core.protobuf import saved_model_pb2
 from apis.tensorflow_serving.apis import get_model_metadata_pb2, predict_pb2, prediction_service_pb2_grpc
-from serving import tensor_codec
+from serving.inference import tensor_codec
 from tests.oracle import corpus
 from tests.oracle.catalog import discover
 

@@ -102,7 +102,7 @@ def test_the_cli_imports_no_grpc_and_no_server():
         "import sys\n"
         "from serving.saved_model_cli import main\n"
         f"assert main(['scan', '--dir', {model_dir('keras_cnn_bn')!r}]) == 0\n"
-        "bad = [m for m in sys.modules if m.split('.')[0] == 'grpc' or m in ('serving.server', 'serving.manager')]\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] == 'grpc' or m in ('serving.server', 'serving.lifecycle.manager')]\n"
         "assert not bad, bad\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

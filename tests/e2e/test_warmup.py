@@ -20,7 +20,7 @@ from apis.tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 from runtime.tensor_util import make_tensor_proto
-from serving import tfrecord
+from serving.observability import tfrecord
 
 MODEL = "keras_mlp"
 State = get_model_status_pb2.ModelVersionStatus.State

@@ -1,4 +1,4 @@
-"""serving.classify, serving.regress and serving.multi_inference (they share one tf.Example model).
+"""serving.inference.classify, serving.inference.regress and serving.inference.multi_inference (they share one tf.Example model).
 
 The model is half_plus_two's tf.Example half: "tf_example:0" holds serialized Examples, parsed
 here with example_pb2; y = 0.5 * x + 2. Texts and codes are TF Serving's (classifier.cc,
@@ -15,13 +15,13 @@ from apis.tensorflow.core.framework import types_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from apis.tensorflow_serving.apis import classification_pb2, inference_pb2, regression_pb2
 from runtime import errors
-from serving import classify as classify_module
-from serving import regress as regress_module
-from serving import signatures
-from serving.classify import classify
-from serving.multi_inference import multi_inference
-from serving.regress import regress
-from serving.servable import Servable
+from serving.inference import classify as classify_module
+from serving.inference import regress as regress_module
+from serving.inference import signatures
+from serving.inference.classify import classify
+from serving.inference.multi_inference import multi_inference
+from serving.inference.regress import regress
+from serving.lifecycle.servable import Servable
 
 CLASSIFY, REGRESS = "tensorflow/serving/classify", "tensorflow/serving/regress"
 

@@ -1,12 +1,12 @@
-"""serving.drain: the phases' order and their ends (quiet, the cap, a second signal)."""
+"""serving.resources.drain: the phases' order and their ends (quiet, the cap, a second signal)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from serving import drain as drain_lib
-from serving.drain import Drain
+from serving.resources import drain as drain_lib
+from serving.resources.drain import Drain
 
 
 def test_health_turns_first_and_refusal_follows_the_lame_duck():

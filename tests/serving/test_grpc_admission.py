@@ -1,4 +1,4 @@
-"""serving.grpc_handlers with a Drain: a call stays admitted until its RPC ends, not until its
+"""serving.grpc_api.handlers with a Drain: a call stays admitted until its RPC ends, not until its
 handler returns, so the drain waits for answers still being sent (a streamed answer makes the
 span between the two observable without timing)."""
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import grpc
 import pytest
 
-from serving.drain import Drain
-from serving.grpc_handlers import add_handlers
+from serving.grpc_api.handlers import add_handlers
+from serving.resources.drain import Drain
 
 SERVICE = "test.Admission"
 

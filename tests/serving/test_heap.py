@@ -1,4 +1,4 @@
-"""glibc's arenas capped at start (``serving.heap.limit_arenas``, called first by ``cli.main``):
+"""glibc's arenas capped at start (``serving.resources.heap.limit_arenas``, called first by ``cli.main``):
 counted with ``malloc_info`` in a fresh process whose 16 threads each allocate. Without the cap
 glibc gives each thread an arena of its own (up to 8 per core), and a swapped version's arrays
 freed on another thread than made them left those heaps fragmented (benchmarks/version_swaps.py).
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from serving import heap
+from serving.resources import heap
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,6 +68,6 @@ def test_model_server_caps_arenas_before_its_threads_start():
 
 
 def test_limit_arenas_caps_and_the_operators_setting_wins():
-    assert arenas("from serving import heap\nassert heap.limit_arenas()") <= heap.ARENAS
+    assert arenas("from serving.resources import heap\nassert heap.limit_arenas()") <= heap.ARENAS
     assert heap.limit_arenas({"MALLOC_ARENA_MAX": "8"}) is False
     assert arenas("", {"MALLOC_ARENA_MAX": "8"}) > heap.ARENAS  # glibc reads it itself

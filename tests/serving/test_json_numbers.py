@@ -1,4 +1,4 @@
-"""serving.json_numbers: large arrays of numbers read from a Predict body's text give exactly
+"""serving.rest_api.json_numbers: large arrays of numbers read from a Predict body's text give exactly
 what the general path (orjson, then json_tensor's walk) gives, result or error, on generated
 and fuzzed bodies; and they are read in bounded memory."""
 
@@ -14,7 +14,7 @@ import pytest
 from apis.tensorflow.core.framework import types_pb2
 from apis.tensorflow_serving.apis import predict_pb2
 from runtime import errors
-from serving import json_numbers, json_tensor, json_text
+from serving.rest_api import json_numbers, json_tensor, json_text
 
 DTYPES = [
     types_pb2.DT_FLOAT,

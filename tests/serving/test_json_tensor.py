@@ -1,4 +1,4 @@
-"""serving.json_tensor and json_examples: TF Serving's json_tensor_test.cc cases, and the fast path
+"""serving.rest_api.json_tensor and json_examples: TF Serving's json_tensor_test.cc cases, and the fast path
 against the walk."""
 
 import json
@@ -10,7 +10,8 @@ import pytest
 from apis.tensorflow.core.framework import types_pb2
 from apis.tensorflow_serving.apis import classification_pb2, predict_pb2, regression_pb2
 from runtime import errors
-from serving import json_examples, json_tensor, json_text, tensor_codec
+from serving.inference import tensor_codec
+from serving.rest_api import json_examples, json_tensor, json_text
 
 F, D, I32, I64, S, B, U64, U32, I8 = (
     types_pb2.DT_FLOAT,

@@ -1,4 +1,4 @@
-"""serving.json_text (rapidjson's reading and its error texts) and serving.json_writer (its writing,
+"""serving.rest_api.json_text (rapidjson's reading and its error texts) and serving.rest_api.json_writer (its writing,
 protobuf's printing)."""
 
 import math
@@ -8,7 +8,7 @@ import pytest
 
 from apis.tensorflow_serving.apis import get_model_status_pb2, model_pb2
 from runtime import errors
-from serving import json_text, json_writer
+from serving.rest_api import json_text, json_writer
 
 # (text, rapidjson's message, offset) for what its iterative parser refuses.
 REFUSED = [

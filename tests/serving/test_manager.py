@@ -1,4 +1,4 @@
-"""serving.manager: loads, availability-preserving swaps, pins, retries, ServerCore resolution."""
+"""serving.lifecycle.manager: loads, availability-preserving swaps, pins, retries, ServerCore resolution."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import pytest
 
 from apis.tensorflow_serving.apis import model_pb2
 from runtime import errors
-from serving import model_config
-from serving import policy as policy_lib
-from serving.manager import AspiredVersionsManager
+from serving.lifecycle import model_config
+from serving.lifecycle import policy as policy_lib
+from serving.lifecycle.manager import AspiredVersionsManager
+from serving.lifecycle.servable import ManagerState
+from serving.lifecycle.source import AspiredVersion
 from serving.options import ServerOptions
-from serving.servable import ManagerState
 from serving.server_core import ServerCore
-from serving.source import AspiredVersion
 
 
 class FakeSession:
@@ -520,7 +520,7 @@ def test_a_retry_waits_for_a_free_load_slot(tmp_path):
 
 
 def test_session_config_from_flags():
-    from serving.servable import session_config
+    from serving.inference.bundles import session_config
 
     config = session_config(ServerOptions(tensorflow_session_parallelism=3))
     assert (config.intra_op_parallelism_threads, config.inter_op_parallelism_threads) == (3, 3)

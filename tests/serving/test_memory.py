@@ -1,5 +1,5 @@
 """An unloaded version leaves nothing behind: its Session, graph and onnxruntime sessions are
-freed when its unload ends (``serving.memory.release_freed``, ``ClusterRunner.close``), not
+freed when its unload ends (``serving.resources.memory.release_freed``, ``ClusterRunner.close``), not
 whenever the cyclic collector next runs."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import weakref
 import numpy as np
 import onnxruntime as ort
 
-from serving.manager import AspiredVersionsManager
+from serving.inference.bundles import saved_model_load_fn
+from serving.lifecycle.manager import AspiredVersionsManager
+from serving.lifecycle.servable import ManagerState
+from serving.lifecycle.source import AspiredVersion
 from serving.options import ServerOptions
-from serving.servable import ManagerState, saved_model_load_fn
-from serving.source import AspiredVersion
 from tests.e2e.conftest import MODELS_DIR
 from tests.serving.test_manager import states, wait_until
 

@@ -1,4 +1,4 @@
-"""serving.memory_budget and the manager under --model_memory_budget_bytes: loads on first
+"""serving.lifecycle.memory_budget and the manager under --model_memory_budget_bytes: loads on first
 request, least-recently-used idle evictions, never a model in use, waits bounded by deadline."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ import time
 import pytest
 
 from runtime import errors
-from serving import memory_budget, metrics
-from serving.manager import AspiredVersionsManager
-from serving.memory_budget import Resident, Room, over_budget, plan_room
-from serving.servable import ManagerState
-from serving.source import AspiredVersion
+from serving.lifecycle import memory_budget
+from serving.lifecycle.manager import AspiredVersionsManager
+from serving.lifecycle.memory_budget import Resident, Room, over_budget, plan_room
+from serving.lifecycle.servable import ManagerState
+from serving.lifecycle.source import AspiredVersion
+from serving.observability import metrics
 from tests.serving.test_manager import FakeLoader, make_version, states, wait_until
 
 MB = 1 << 20

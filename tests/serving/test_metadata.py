@@ -1,4 +1,4 @@
-"""serving.metadata: TF Serving's GetModelMetadata (get_model_metadata_impl.cc)."""
+"""serving.inference.metadata: TF Serving's GetModelMetadata (get_model_metadata_impl.cc)."""
 
 from types import SimpleNamespace
 
@@ -7,8 +7,8 @@ import pytest
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from apis.tensorflow_serving.apis import get_model_metadata_pb2
 from runtime import errors
-from serving.metadata import get_model_metadata
-from serving.servable import Servable
+from serving.inference.metadata import get_model_metadata
+from serving.lifecycle.servable import Servable
 
 
 class FakeCore:

@@ -1,11 +1,11 @@
-"""serving.metrics: TF Serving's exposition format, and label sets clients cannot grow without bound."""
+"""serving.observability.metrics: TF Serving's exposition format, and label sets clients cannot grow without bound."""
 
 from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from runtime import errors
-from serving import metrics
+from serving.observability import metrics
 
 
 def test_tf_metrics_are_written_as_tf_servings_exporter_writes_them():

@@ -1,11 +1,11 @@
-"""serving.model_config: text-format ModelServerConfig files, checks and version labels."""
+"""serving.lifecycle.model_config: text-format ModelServerConfig files, checks and version labels."""
 
 import logging
 
 import pytest
 
 from runtime import errors
-from serving import model_config
+from serving.lifecycle import model_config
 
 GOOD = """
 model_config_list {

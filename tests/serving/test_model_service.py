@@ -14,8 +14,8 @@ from apis.tensorflow_serving.apis import (
     model_service_pb2_grpc,
 )
 from runtime import errors
-from serving import model_config
-from serving.model_service import to_status_proto
+from serving.lifecycle import model_config
+from serving.lifecycle.model_service import to_status_proto
 from serving.options import ServerOptions
 from serving.server import build_server, parse_channel_arguments, server_options
 from serving.server_core import ServerCore

@@ -3,7 +3,7 @@
 import pytest
 
 from runtime import errors
-from serving.policy import (
+from serving.lifecycle.policy import (
     AVAILABILITY,
     RESOURCE,
     Action,

@@ -1,4 +1,4 @@
-"""serving.predict against a hand-built half_plus_two-style signature set and a numpy Session.
+"""serving.inference.predict against a hand-built half_plus_two-style signature set and a numpy Session.
 
 Texts and codes are those of TF Serving's predict_util.cc / predict_util_test.cc and TF's
 saved_model::GetInputValues and DirectSession feed check.
@@ -14,9 +14,9 @@ from apis.tensorflow.core.framework import tensor_pb2, types_pb2
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from apis.tensorflow_serving.apis import predict_pb2
 from runtime import errors
-from serving import tensor_codec
-from serving.predict import predict, run_predict
-from serving.servable import Servable
+from serving.inference import tensor_codec
+from serving.inference.predict import predict, run_predict
+from serving.lifecycle.servable import Servable
 
 FLOAT, STRING = types_pb2.DT_FLOAT, types_pb2.DT_STRING
 

@@ -1,4 +1,4 @@
-"""serving.grpc_service over a real in-process grpc server: statuses on the wire, deadlines, and a
+"""serving.grpc_api.services over a real in-process grpc server: statuses on the wire, deadlines, and a
 servicer that survives failing requests. Every PredictionService method is called once."""
 
 from concurrent import futures
@@ -20,8 +20,8 @@ from apis.tensorflow_serving.apis import (
     regression_pb2,
 )
 from runtime import errors
-from serving import grpc_service
-from serving.servable import Servable
+from serving.grpc_api import services as grpc_service
+from serving.lifecycle.servable import Servable
 
 
 def _xs(serialized):

@@ -15,10 +15,10 @@ from apis.tensorflow.core.framework import (
 from apis.tensorflow.core.protobuf import meta_graph_pb2
 from apis.tensorflow_serving.apis import predict_pb2, regression_pb2
 from runtime import Graph, Session, errors
-from serving import tensor_codec
-from serving.predict import run_predict
-from serving.regress import run_regress
-from serving.servable import Servable
+from serving.inference import tensor_codec
+from serving.inference.predict import run_predict
+from serving.inference.regress import run_regress
+from serving.lifecycle.servable import Servable
 
 FLOAT, STRING = types_pb2.DT_FLOAT, types_pb2.DT_STRING
 

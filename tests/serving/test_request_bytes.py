@@ -1,4 +1,4 @@
-"""serving.request_bytes: the bound on the bytes of large requests in flight."""
+"""serving.resources.request_bytes: the bound on the bytes of large requests in flight."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 import pytest
 
 from runtime import errors
-from serving import request_bytes
-from serving.request_bytes import JSON_WEIGHT, SMALL, RequestBytes
+from serving.resources import request_bytes
+from serving.resources.request_bytes import JSON_WEIGHT, SMALL, RequestBytes
 
 MB = 1 << 20
 

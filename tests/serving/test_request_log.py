@@ -1,4 +1,4 @@
-"""serving.request_log: which models are logged, sampling, files that are warmup files,
+"""serving.observability.request_log: which models are logged, sampling, files that are warmup files,
 rotation, retention, and a full queue that drops instead of blocking."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 
 from apis.tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 from apis.tensorflow_serving.config import logging_config_pb2
-from serving import request_log, tfrecord
-from serving.request_log import ModelLogging, RecordFiles, RequestLogger, model_logging
+from serving.observability import request_log, tfrecord
+from serving.observability.request_log import ModelLogging, RecordFiles, RequestLogger, model_logging
 
 
 def logging_config(rate=None, prefix=""):

@@ -1,4 +1,4 @@
-"""serving.rest.RestServer in-process: routes, probes, threads, the shutdown steps."""
+"""serving.rest_api.server.RestServer in-process: routes, probes, threads, the shutdown steps."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import threading
 import pytest
 from test_manager import FakeLoader, config_for, make_version
 
-from serving.health import Readiness
+from serving.lifecycle.health import Readiness
 from serving.options import ServerOptions
-from serving.rest import NOT_FOUND_PAGE, RestServer, start_rest_server
-from serving.rest_api import Reply
+from serving.rest_api.routes import Reply
+from serving.rest_api.server import NOT_FOUND_PAGE, RestServer, start_rest_server
 from serving.server_core import ServerCore
 
 

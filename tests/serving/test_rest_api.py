@@ -1,4 +1,4 @@
-"""serving.rest_api and serving.health.Readiness: paths, the functions REST calls, readiness."""
+"""serving.rest_api.routes and serving.lifecycle.health.Readiness: paths, the functions REST calls, readiness."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from test_manager import FakeLoader, config_for, make_version
 
 from apis.tensorflow_serving.apis import get_model_status_pb2, predict_pb2
 from runtime import errors
-from serving import rest_api
-from serving.health import NOT_SERVING, SERVING, ModelHealth, Readiness
+from serving.lifecycle.health import NOT_SERVING, SERVING, ModelHealth, Readiness
 from serving.options import ServerOptions
-from serving.rest_api import ModelRequest, RequestFunctions, RestApi, parse_path
+from serving.rest_api import routes as rest_api
+from serving.rest_api.routes import ModelRequest, RequestFunctions, RestApi, parse_path
 from serving.server_core import ServerCore
 
 PATHS = [

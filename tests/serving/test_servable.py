@@ -1,11 +1,11 @@
-"""``serving/servable.py``'s thread rules, table-driven."""
+"""``serving/lifecycle/servable.py``'s thread rules, table-driven."""
 
 from __future__ import annotations
 
 import pytest
 
+from serving.inference.bundles import blas_threads
 from serving.options import ServerOptions
-from serving.servable import blas_threads
 
 
 @pytest.mark.parametrize(

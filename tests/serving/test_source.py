@@ -1,11 +1,11 @@
-"""serving.source: version directory names, version policies, polling and config updates."""
+"""serving.lifecycle.source: version directory names, version policies, polling and config updates."""
 
 import logging
 import os
 
 import pytest
 
-from serving.source import (
+from serving.lifecycle.source import (
     AspiredVersion,
     FileSystemStoragePathSource,
     ServableToMonitor,

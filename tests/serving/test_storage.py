@@ -1,4 +1,4 @@
-"""serving.storage and the source's remote base paths, on fsspec's in-memory file system.
+"""serving.lifecycle.storage and the source's remote base paths, on fsspec's in-memory file system.
 
 The in-memory store stands in for a bucket (``memory://bucket/...``: one recursive listing per
 poll, objects that appear whole); tests/e2e/test_object_storage.py runs the same paths against
@@ -14,8 +14,8 @@ import fsspec
 import pytest
 
 from runtime import errors
-from serving import storage
-from serving.source import (
+from serving.lifecycle import storage
+from serving.lifecycle.source import (
     AspiredVersion,
     FileSystemStoragePathSource,
     ServableToMonitor,

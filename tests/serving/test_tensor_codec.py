@@ -1,4 +1,4 @@
-"""serving.tensor_codec: TF's FromProto semantics in, AsProtoField encoding out, no unbounded fills."""
+"""serving.inference.tensor_codec: TF's FromProto semantics in, AsProtoField encoding out, no unbounded fills."""
 
 import sys
 import time
@@ -9,7 +9,7 @@ import pytest
 
 from apis.tensorflow.core.framework import tensor_pb2, types_pb2
 from runtime import dtypes
-from serving import tensor_codec
+from serving.inference import tensor_codec
 
 ROUND_TRIP = {
     "float": np.float32([[1.5, -2], [3, 4e-7]]),

@@ -1,4 +1,4 @@
-"""serving.tfrecord: our records are TensorFlow's, both ways, and damage is TF's DATA_LOSS.
+"""serving.observability.tfrecord: our records are TensorFlow's, both ways, and damage is TF's DATA_LOSS.
 
 TensorFlow (the tf221 oracle venv) reads a file we wrote with ``tf.data.TFRecordDataset`` and
 writes one with ``tf.io.TFRecordWriter`` that we read; the records must be equal.
@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from runtime import errors
-from serving import tfrecord
+from serving.observability import tfrecord
 from tests.apis.oracle_env import oracle_python
 
 RECORDS = [b"", b"a", b"\x00\xff" * 300, bytes(range(256))]

@@ -15,7 +15,7 @@ from onnx import numpy_helper
 
 from apis.tensorflow.core.framework import graph_pb2, tensor_shape_pb2
 from runtime import Graph, Session, dtypes
-from runtime.onnx import DelegationOptions, convert_subgraph
+from runtime.onnx import DelegationOptions, convert_subgraph, delegate
 from runtime.onnx.channel_blocks import Layout, padded_width, spread
 from runtime.onnx.converter import Signature
 from runtime.onnx.options import CPU, CUDA, channel_block, cpu_channel_block, nchwc_block
@@ -169,7 +169,7 @@ def test_delegation_pads_and_matches_the_native_kernels():
     with Session(graph=Graph.from_graph_def(cell())) as native:
         want = native.run(FETCHES, {"x:0": x})
     delegated = Session(graph=Graph.from_graph_def(cell()))
-    report = delegated.delegate(DelegationOptions(min_cluster_ops=1), [(["x:0"], FETCHES)])
+    report = delegate(delegated, DelegationOptions(min_cluster_ops=1), [(["x:0"], FETCHES)])
     for _ in range(2):  # the first run validates against the native kernels
         for got, expected in zip(delegated.run(FETCHES, {"x:0": x}), want):
             _close(got, expected, rtol=1e-4)

@@ -8,7 +8,7 @@ import pytest
 from apis.tensorflow.core.framework import graph_pb2
 from loader import load_saved_model
 from runtime import Graph, Session, dtypes
-from runtime.onnx import DelegationOptions
+from runtime.onnx import DelegationOptions, delegate
 from runtime.onnx.constant_folding import fold_constants, foldable, frozen_chains
 from runtime.onnx.rewrite import served_region
 from tests.oracle import corpus
@@ -141,7 +141,7 @@ def test_a_depthwise_filter_read_through_a_chain_delegates():
     graph, session, _ = _variable_graph()
     x = np.random.default_rng(4).standard_normal((2, 5, 5, 2)).astype(np.float32)
     native = session.run("y:0", {"x:0": x})
-    report = session.delegate(DelegationOptions(min_cluster_ops=1), [(["x:0"], ["y:0"])])
+    report = delegate(session, DelegationOptions(min_cluster_ops=1), [(["x:0"], ["y:0"])])
     clustered = {op for cluster in report.clusters for op in cluster.op_types}
     assert "DepthwiseConv2dNative" in clustered, report.summary()
     np.testing.assert_allclose(session.run("y:0", {"x:0": x}), native, rtol=1e-5, atol=1e-6)

@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 
 from runtime import Graph, Session
-from runtime.onnx import DelegationOptions, convert_subgraph, runner_of
+from runtime.onnx import DelegationOptions, convert_subgraph, delegate, runner_of
 from runtime.onnx.converter import Signature
 from runtime.onnx.interface import declared_shapes
 from runtime.onnx.options import CPU, cpu_channel_block
@@ -76,7 +76,7 @@ def test_an_input_breaking_the_static_shape_compiles_again(static, caplog):
     graph_def = _shaped_cell(static)
     # (as the loader's Sessions: TF's C++ feed semantics, no static shape check on feeds)
     delegated = Session(graph=Graph.from_graph_def(graph_def), check_feed_shapes=False)
-    report = delegated.delegate(DelegationOptions(min_cluster_ops=1), [(["x:0"], FETCHES)])
+    report = delegate(delegated, DelegationOptions(min_cluster_ops=1), [(["x:0"], FETCHES)])
     inputs = [
         RNG.standard_normal((2, 8, 8, 3)).astype(np.float32),
         RNG.standard_normal((3, 16, 16, 3) if static[0] < 0 else (3, 8, 8, 3)).astype(np.float32),

@@ -15,7 +15,7 @@ from apis.tensorflow.core.protobuf import config_pb2
 from loader import load_saved_model
 from runtime import Graph, Session, dtypes, errors
 from runtime.execution.interpreter import fetched_values, run_plan
-from runtime.onnx import DelegationOptions, propose_clusters, runner_of
+from runtime.onnx import DelegationOptions, delegate, propose_clusters, runner_of
 from runtime.onnx import cluster as cluster_lib
 from runtime.onnx.converter import CONVERTERS
 from tests.runtime.onnx.test_partition import F, const, delegated_session, graph, node
@@ -357,7 +357,7 @@ def _one_input() -> Session:
         node("s", "Sum", "e", "axes", T=F),
     )
     session = Session(graph=g)
-    session.delegate(DelegationOptions(min_cluster_ops=1), signatures=[(["x:0"], ["e:0", "s:0"])])
+    delegate(session, DelegationOptions(min_cluster_ops=1), signatures=[(["x:0"], ["e:0", "s:0"])])
     return session
 
 

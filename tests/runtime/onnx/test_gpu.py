@@ -16,14 +16,14 @@ import onnxruntime as ort
 import pytest
 
 from runtime import Session
-from runtime.onnx import DelegationOptions, gpu_available, runner_of
+from runtime.onnx import DelegationOptions, delegate, gpu_available, runner_of
 from runtime.onnx import options as options_lib
 from tests.runtime.onnx.test_partition import F, const, graph, mlp, node
 
 
 def _first_cluster_providers(options: DelegationOptions) -> tuple[list[str], np.ndarray]:
     session = Session(graph=mlp())
-    session.delegate(dataclasses.replace(options, min_cluster_ops=1))
+    delegate(session, dataclasses.replace(options, min_cluster_ops=1))
     x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     result = session.run("tanh:0", {"x:0": x})
     with Session(graph=mlp()) as native:
@@ -95,7 +95,7 @@ def _run_placed(
     monkeypatch.setattr(ort, "InferenceSession", AsIfPlaced)
     session = Session(graph=_placed(pins))
     options = DelegationOptions(min_cluster_ops=1, log_device_placement=True, use_gpu=use_gpu)
-    session.delegate(options, [(["x:0"], ["y:0"])])
+    delegate(session, options, [(["x:0"], ["y:0"])])
     with Session(graph=_placed()) as native:
         for rows in (2, 2, 1, 3):
             x = np.linspace(-1, 1, 3 * rows, dtype=np.float32).reshape(rows, 3)

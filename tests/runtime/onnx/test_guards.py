@@ -18,7 +18,7 @@ import pytest
 
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import Graph, Session, dtypes, errors
-from runtime.onnx import DelegationOptions, convert_subgraph, runner_of
+from runtime.onnx import DelegationOptions, convert_subgraph, delegate, runner_of
 from runtime.onnx.converter import GUARD, Signature
 from tests.runtime.onnx.test_loops import const, function, node
 
@@ -132,7 +132,7 @@ def _both(graph_fn, feeds_list: list[dict], caplog):
     native = Session(graph=graph_fn())
     delegated = Session(graph=graph_fn())
     fed = list(feeds_list[0])
-    report = delegated.delegate(DelegationOptions(min_cluster_ops=1), [(fed, ["y:0"])])
+    report = delegate(delegated, DelegationOptions(min_cluster_ops=1), [(fed, ["y:0"])])
     outcomes = []
     for feeds in feeds_list:
         pair = []
@@ -340,8 +340,8 @@ def test_a_gather_guards_its_upper_bound_only_where_onnxruntime_does_not(caplog)
     assert [n.op_type for n in cpu.graph.node].count("ReduceMax") == 0
     assert [n.op_type for n in other.graph.node].count("ReduceMax") == 1
     session = Session(graph=gathered())
-    report = session.delegate(
-        DelegationOptions(min_cluster_ops=1, validate=False), [(["x:0", "i:0"], ["y:0"])]
+    report = delegate(
+        session, DelegationOptions(min_cluster_ops=1, validate=False), [(["x:0", "i:0"], ["y:0"])]
     )
     x = np.ones((2, 3), np.float32)
     with pytest.raises(errors.InvalidArgumentError, match=r"indices\[1\] = 4 is not in \[0, 4\)"):

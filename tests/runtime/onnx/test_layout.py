@@ -9,7 +9,7 @@ import pytest
 
 from apis.tensorflow.core.framework import graph_pb2
 from runtime import Graph, Session, dtypes
-from runtime.onnx import DelegationOptions, convert_subgraph
+from runtime.onnx import DelegationOptions, convert_subgraph, delegate
 from runtime.onnx.converter import Signature
 from tests.runtime.onnx.test_loops import node
 
@@ -73,7 +73,7 @@ def test_a_conv_block_runs_in_nchw_and_matches_native(bias_op, pool):
     with Session(graph=block(bias_op, pool)) as native:
         want = native.run(fetches, {"x:0": x})
     delegated = Session(graph=block(bias_op, pool))
-    report = delegated.delegate(DelegationOptions(min_cluster_ops=1), [(["x:0"], fetches)])
+    report = delegate(delegated, DelegationOptions(min_cluster_ops=1), [(["x:0"], fetches)])
     for _ in range(2):  # the first run validates against the native kernels
         got = delegated.run(fetches, {"x:0": x})
         for a, b in zip(want, got):
@@ -136,7 +136,7 @@ def test_padding_residuals_concatenation_and_gates_stay_in_nchw():
     with Session(graph=modern_block()) as native:
         want = native.run("y:0", {"x:0": x})
     delegated = Session(graph=modern_block())
-    report = delegated.delegate(DelegationOptions(min_cluster_ops=1), [(["x:0"], ["y:0"])])
+    report = delegate(delegated, DelegationOptions(min_cluster_ops=1), [(["x:0"], ["y:0"])])
     for _ in range(2):
         np.testing.assert_allclose(delegated.run("y:0", {"x:0": x}), want, rtol=1e-5, atol=1e-5)
     assert len(report.clusters) == 1 and not report.fallbacks, report.summary()
@@ -170,7 +170,7 @@ def test_keras_hard_swish_converts_to_one_hard_sigmoid(scale):
     with Session(graph=Graph.from_graph_def(graph_def)) as native:
         want = native.run("y:0", {"x:0": x})
     delegated = Session(graph=Graph.from_graph_def(graph_def))
-    report = delegated.delegate(DelegationOptions(min_cluster_ops=1), [(["x:0"], ["y:0"])])
+    report = delegate(delegated, DelegationOptions(min_cluster_ops=1), [(["x:0"], ["y:0"])])
     np.testing.assert_allclose(delegated.run("y:0", {"x:0": x}), want, rtol=1e-5, atol=1e-5)
     assert not report.fallbacks, report.summary()
     model = convert_subgraph(graph_def, ["x"], ["y:0"], Signature((F,), (4,)))

@@ -17,7 +17,7 @@ import pytest
 
 from apis.tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2, tensor_shape_pb2
 from runtime import Graph, Session, dtypes, tensor_util
-from runtime.onnx import CONVERTERS, DelegationOptions, NotConvertible, convert_subgraph, runner_of
+from runtime.onnx import CONVERTERS, DelegationOptions, NotConvertible, convert_subgraph, delegate, runner_of
 from runtime.onnx.converter import Signature
 from runtime.onnx.loop_variables import freeze_loop_variables
 
@@ -180,7 +180,7 @@ def run_both(graph_fn, batch=3, fetches=FETCHES, init=None):
     delegated = Session(graph=graph_fn())
     if init:
         delegated.run(init)
-    report = delegated.delegate(DelegationOptions(), [(list(feeds), fetches)])
+    report = delegate(delegated, DelegationOptions(), [(list(feeds), fetches)])
     got = [delegated.run(fetches, feeds) for _ in range(2)]  # the first run validates
     delegated.close()
     return want, got, report
@@ -355,7 +355,7 @@ def test_keras_lstm_loop_is_one_onnx_lstm(activation, fused):
     with Session(graph=lstm_graph(activation)) as native:
         want = native.run(fetches, feeds)
     with Session(graph=lstm_graph(activation)) as delegated:
-        report = delegated.delegate(DelegationOptions(), [(list(feeds), fetches)])
+        report = delegate(delegated, DelegationOptions(), [(list(feeds), fetches)])
         got = [delegated.run(fetches, feeds) for _ in range(2)]
         kinds = onnx_op_types(delegated)
     assert_same(want, got)
@@ -414,7 +414,7 @@ def test_loop_that_fails_to_convert_falls_back_to_delegated_bodies(monkeypatch):
         want = native.run(FETCHES, feeds)
     with Session(graph=rnn_graph()) as delegated:
         options = DelegationOptions(min_cluster_ops=1)  # the test's cell is small
-        report = delegated.delegate(options, [(list(feeds), FETCHES)])
+        report = delegate(delegated, options, [(list(feeds), FETCHES)])
         assert_same(want, [delegated.run(FETCHES, feeds) for _ in range(2)])
         runners = [runner_of(op) for op in delegated.graph.get_operations() if runner_of(op)]
     assert loop_cluster(report) and "refused by the test" in report.fallbacks.get(runners[0].name, "")

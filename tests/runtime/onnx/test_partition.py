@@ -10,7 +10,7 @@ import pytest
 
 from apis.tensorflow.core.framework import graph_pb2, node_def_pb2
 from runtime import Graph, Session, dtypes, tensor_util
-from runtime.onnx import DelegationOptions, fuse, propose_clusters, runner_of, supported
+from runtime.onnx import DelegationOptions, delegate, fuse, propose_clusters, runner_of, supported
 from runtime.onnx.converter import CONVERTERS, ConverterDef
 from runtime.onnx.inline import inline_calls
 from runtime.onnx.partition import CLUSTER_OP, reason
@@ -159,7 +159,7 @@ def test_inline_calls_keeps_call_names():
 def delegated_session(g: Graph, **options) -> Session:
     options.setdefault("min_cluster_ops", 1)
     session = Session(graph=g)
-    session.delegate(DelegationOptions(**options))
+    delegate(session, DelegationOptions(**options))
     return session
 
 
@@ -230,7 +230,7 @@ def test_report_says_what_was_delegated_and_why_the_rest_was_not():
 def test_delegate_once_per_session():
     session = delegated_session(mlp())
     graph = session.graph
-    assert session.delegate() is session.delegation_report and session.graph is graph
+    assert delegate(session) is session.delegation_report and session.graph is graph
 
 
 def test_fuse_exposes_only_what_the_served_region_reads():

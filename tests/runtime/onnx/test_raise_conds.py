@@ -17,7 +17,7 @@ import pytest
 from apis.tensorflow.core.framework import graph_pb2, tensor_pb2
 from loader import load_saved_model
 from runtime import Graph, Session, dtypes, errors, tensor_util
-from runtime.onnx import DelegationOptions, convert_subgraph
+from runtime.onnx import DelegationOptions, convert_subgraph, delegate
 from runtime.onnx.converter import Signature
 from runtime.onnx.raise_conds import raise_conds
 from runtime.onnx.raise_frames import raise_frames
@@ -124,7 +124,7 @@ def _delegated(graph_def, feeds_list, fetches=("y:0",), options=None):
     native = Session(graph=Graph.from_graph_def(graph_def))
     delegated = Session(graph=Graph.from_graph_def(graph_def))
     signatures = [(list(feeds_list[0]), list(fetches))]
-    report = delegated.delegate(options or DelegationOptions(), signatures)
+    report = delegate(delegated, options or DelegationOptions(), signatures)
     outcomes = []
     for feeds in feeds_list:
         pair = []

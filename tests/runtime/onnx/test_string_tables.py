@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from runtime import Graph, Session, dtypes, errors
-from runtime.onnx import DelegationOptions, text_table
+from runtime.onnx import DelegationOptions, delegate, text_table
 from tests.runtime.onnx.test_loops import const, node
 from tests.runtime.onnx.test_partition import graph
 
@@ -38,7 +38,7 @@ def labelled(table: np.ndarray = NAMES, index_of: str = "best") -> Graph:
 def _sessions(graph_fn, fetches, feeds):
     native = Session(graph=graph_fn())
     delegated = Session(graph=graph_fn())
-    report = delegated.delegate(DelegationOptions(min_cluster_ops=1), [(list(feeds), fetches)])
+    report = delegate(delegated, DelegationOptions(min_cluster_ops=1), [(list(feeds), fetches)])
     return native, delegated, report
 
 

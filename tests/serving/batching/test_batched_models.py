@@ -12,13 +12,14 @@ import pytest
 
 from apis.tensorflow.core.framework import tensor_pb2
 from apis.tensorflow_serving.apis import classification_pb2, predict_pb2
-from serving import tensor_codec
 from serving.batching.bundle import Batching
 from serving.batching.session import BatchingSession
-from serving.classify import run_classify
+from serving.inference import tensor_codec
+from serving.inference.bundles import saved_model_load_fn
+from serving.inference.classify import run_classify
+from serving.inference.predict import run_predict
+from serving.lifecycle.servable import Servable, ServableId
 from serving.options import ServerOptions
-from serving.predict import run_predict
-from serving.servable import Servable, ServableId, saved_model_load_fn
 from tests.oracle import corpus
 
 # Padded to allowed sizes, a batch closes at 8 rows or after a second: every request of a

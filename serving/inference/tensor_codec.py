@@ -63,7 +63,7 @@ __all__ = [
 MAX_FILL_BYTES = 1 << 28
 
 _FIELD = VALUE_FIELDS  # dtype -> (name of the typed field, its field number); the tests build on it
-_MAX_DIMS = 254
+_MAX_DIMS = 64  # TF allows 254; numpy, which holds every tensor here, 64: more is "invalid tensor shape"
 _INT64_MAX = (1 << 63) - 1
 
 

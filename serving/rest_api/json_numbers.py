@@ -25,6 +25,7 @@ import numpy as np
 import orjson
 
 LIFT_BYTES = 1 << 20  # an array this large is lifted out of the document
+MAX_DEPTH = 64  # deeper nests are the general path's (its errors; orjson's own depth limit)
 CHUNK_BYTES = 1 << 18  # of an array's text, parsed at a time (~64k numbers: a few MB of objects)
 
 INSTANCES, INPUTS, SIGNATURE = "instances", "inputs", "signature_name"
@@ -110,7 +111,7 @@ def dense_shape(skeleton: bytes) -> list[int] | None:
     whitespace: brackets and commas) if it is that of a dense, non-empty nest, else None."""
     depth = len(skeleton) - len(skeleton.lstrip(b"["))
     close = skeleton.find(b"]")
-    if depth == 0 or close <= depth or skeleton[depth:close].strip(b",") != b"":
+    if not 0 < depth <= MAX_DEPTH or close <= depth or skeleton[depth:close].strip(b",") != b"":
         return None
     shape = [close - depth + 1]  # the first innermost list: its commas, plus one
     size = shape[0] + 1  # the length of its skeleton: "[", its commas, "]"

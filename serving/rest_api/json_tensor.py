@@ -396,7 +396,12 @@ def _scalar(value, dtype: int):
     )
 
 
+_MAX_DIMS = 64
+
+
 def _array(values: list, dtype: int, shape: list[int]) -> np.ndarray:
+    if len(shape) > _MAX_DIMS:  # TF's limit is 254; numpy's, which holds the tensor here, 64
+        raise _invalid(f"Tensor of {len(shape)} dimensions: at most {_MAX_DIMS} are supported")
     np_dtype = tensor_codec.numpy_dtype(dtype)
     if dtype == dtypes.DT_STRING:
         array = np.empty(len(values), object)

@@ -80,6 +80,7 @@ def test_lifts_what_it_should(small):
         b'{"instances": [1,2,3,4,5,6,7,8,9,10,11,1e400]}',
         b'{"instances": [1,2,3,4,5,6,7,8,9,10,11,12], "instances": [1]}',  # the last one counts
         b"[1,2,3,4,5,6,7,8,9,10,11,12]",
+        b'{"instances": ' + b"[" * 65 + b"1,2,3,4,5,6,7,8,9,10,11,12" + b"]" * 65 + b"}",  # too deep
     ],
 )
 def test_declines_what_it_cannot_read_exactly(small, body):
@@ -122,6 +123,13 @@ def test_generated_bodies_give_what_the_general_path_gives(small):
         lifted += json_numbers.lift(body.encode()) is not None
         same(body.encode(), infos)
     assert lifted > 1000  # most took the lifted path
+
+
+@pytest.mark.parametrize("depth", [3, 64, 65, 1100])
+def test_deep_nests_give_what_the_general_path_gives(small, depth):
+    body = b'{"instances": ' + b"[" * depth + b"1,2,3,4,5,6,7,8,9,10,11,12" + b"]" * depth + b"}"
+    for dtype in (types_pb2.DT_FLOAT, types_pb2.DT_STRING):
+        same(body, {"x": dtype})
 
 
 def test_fuzzed_bytes_give_what_the_general_path_gives(small):

@@ -222,3 +222,17 @@ def test_large_tensors_encode_and_decode_without_per_element_python():
     np.testing.assert_array_equal(decoded, array)
     np.testing.assert_array_equal(decoded_ints, ints)
     assert calls < 1_000, calls
+
+
+def test_more_dimensions_than_numpy_holds_is_a_shape_error():
+    """TF allows 254 dimensions, numpy 64: a tensor of 65 is refused as a bad shape (a
+    request's INVALID_ARGUMENT), not a ValueError from numpy."""
+    for rank, ok in ((64, True), (65, False), (254, False)):
+        proto = tensor_pb2.TensorProto(dtype=types_pb2.DT_FLOAT, float_val=[1.0])
+        for _ in range(rank):
+            proto.tensor_shape.dim.add().size = 1
+        if ok:
+            assert tensor_codec.decode(proto).shape == (1,) * rank
+        else:
+            with pytest.raises(tensor_codec.TensorProtoError, match="invalid tensor shape"):
+                tensor_codec.decode(proto)

@@ -40,6 +40,13 @@ def wait_for_version(clients: Clients, version: int, timeout: float = 30) -> Non
     assert clients.versions and clients.versions[-1] == version, clients.versions[-5:]
 
 
+def wait_for_log(server, text: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in server.output():
+        assert time.monotonic() < deadline, f"no {text!r} in the log within {timeout} s"
+        time.sleep(0.2)
+
+
 def test_serves_from_s3_picks_up_versions_and_rides_out_an_outage(model_server, s3, monkeypatch, tmp_path):
     fs, proxy = s3
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
@@ -57,10 +64,11 @@ def test_serves_from_s3_picks_up_versions_and_rides_out_an_outage(model_server, 
         upload_version(fs, base, 2, pause=1.2)  # each object visible to a poll on its own
         wait_for_version(clients, 2)
         served = len(clients.versions)
-        proxy.down()
-        time.sleep(4)  # four polls fail
+        proxy.down()  # until a poll has failed (a poll may hang in the client's retries first)
+        wait_for_log(server, "keeps the versions it serves")
         proxy.up()
-        time.sleep(2)
+        wait_for_log(server, "can be read again")
+        time.sleep(1)
         assert len(clients.versions) > served  # answered all along
     finally:
         clients.stop()

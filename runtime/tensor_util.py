@@ -330,6 +330,21 @@ def _dtype_of(np_dtype: np.dtype, hint: int | None) -> int:
     return dtypes.from_numpy(np_dtype)
 
 
+def as_sent(array, dtype: int | None = None) -> tuple[np.ndarray, int]:
+    """An output as the TensorProto ``encode_into`` makes holds it, without making one: its
+    TF dtype and the array ``decode`` would read back (strings as bytes). REST and V2 write
+    their answers from it."""
+    array = np.asarray(array)
+    dtype = dtype_of(array, dtype)
+    if dtype == dtypes.DT_STRING and array.size:
+        flat = array.reshape(-1).tolist()
+        if array.dtype != np.dtype(object) or any(type(v) is not bytes for v in flat):
+            strings = np.empty(len(flat), object)
+            strings[:] = [_as_bytes(v) for v in flat]
+            array = strings.reshape(array.shape)
+    return array, dtype
+
+
 def encode_into(proto: tensor_pb2.TensorProto, array, dtype: int | None = None) -> None:
     """Fill an empty TensorProto the way ``Tensor::AsProtoField`` does (one parse of built bytes)."""
     proto.MergeFromString(field_bytes(array, dtype))

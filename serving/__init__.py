@@ -7,6 +7,8 @@ contracts in pyproject.toml hold them):
   (both ports, start and shutdown), ``server_core`` (ServerCore), ``monitoring``,
   ``worker_pool``;
 - the front ends: ``grpc_api`` and ``rest_api``;
+- ``open_inference``: the Open Inference Protocol (KServe V2) without a transport, which both
+  front ends speak beside TF Serving's API;
 - ``batching``: TF Serving's batching session;
 - ``inference``: Predict, Classify, Regress, ... on a loaded SavedModel, and the request
   functions every transport calls;

@@ -9,7 +9,7 @@ TF Serving command lines start unchanged:
   and the usage, then starts anyway (TF Serving's ``main`` does exactly that).
 - Also accepted, as extensions: ``--name value`` for non-bool flags,
   ``--grpc_bind_address`` (e.g. ``127.0.0.1``, for the gRPC and REST ports; TF Serving always
-  listens on every address) and ``--rest_api_max_body_bytes``.
+  listens on every address), ``--rest_api_max_body_bytes`` and the others marked "Extension".
 
 This is the only module that reads flags or the process environment.
 """
@@ -156,6 +156,12 @@ FLAGS: tuple[Flag, ...] = (
         "resource_preserving: unload, then load (half the peak; no version available between). "
         "A policy for every model, then model=policy for some: "
         "availability_preserving,big_model=resource_preserving.",
+    ),
+    Flag(
+        "enable_open_inference_protocol",
+        BOOL,
+        "Extension: serve the Open Inference Protocol (KServe V2) beside TF Serving's API: "
+        "/v2 on --rest_api_port and inference.GRPCInferenceService on --port (default true).",
     ),
     Flag(
         "model_memory_budget_bytes",

@@ -40,6 +40,8 @@ class ServerOptions:
     # extension: the bytes of large requests in flight (serving/resources/request_bytes.py); -1: a
     # sixteenth of the memory the process may use, 0: no limit
     max_request_bytes_in_flight: int = -1
+    # extension: the Open Inference Protocol (KServe V2) on both ports
+    enable_open_inference_protocol: bool = True
     # Models
     model_name: str = "default"
     model_base_path: str = ""

@@ -27,6 +27,7 @@ from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
 from runtime.kernels.blas import set_blas_threads
 from serving.grpc_api import handlers as grpc_handlers
+from serving.grpc_api import open_inference
 from serving.grpc_api import services as grpc_service
 from serving.grpc_api.services import ModelServiceServicer
 from serving.inference.bundles import blas_threads, session_config
@@ -166,6 +167,9 @@ def build_server(
         server, lambda target: health_pb2_grpc.add_HealthServicer_to_server(model_health.servicer, target)
     )
     services = (PREDICTION_SERVICE, MODEL_SERVICE, HEALTH_SERVICE, reflection.SERVICE_NAME)
+    if options.enable_open_inference_protocol:
+        open_inference.add_to_server(core, server, model_health.readiness, drain, functions)
+        services += (open_inference.SERVICE,)
     grpc_handlers.add_service(server, lambda target: reflection.enable_server_reflection(services, target))
     creds = credentials(options)
     addresses = []

@@ -5,11 +5,18 @@ Session runs the aliased tensors and the response carries every signature output
 ``output_filter``) encoded as ``Tensor::AsProtoField`` does. Checks, their order, codes and texts
 are TF Serving's; the dtype check that TF's Session makes on feeds ("Expects arg[i] ...") is made
 here, before anything runs.
+
+One path, top to bottom: ``answer`` pins the servable, ``run`` resolves the signature
+(``predict_signature``), reads the inputs, runs them and returns a ``PredictOutputs``, which each
+transport encodes as it sends: gRPC as wire bytes (``predict_wire``), REST and V2 as arrays
+(``predict_outputs``), warmup and tests as a message (``predict``). Reading the inputs has one
+shortcut (``PredictSignature.plain_outputs``, the request that sends exactly the signature's
+inputs as ``tensor_content``: views of its bytes, no checks to make); anything else, and any
+doubt, takes the checked path (``pre_process``), which gives the same result or TF Serving's error.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections.abc import Callable
@@ -26,56 +33,36 @@ from serving.observability import metrics
 
 def predict(core, request: predict_pb2.PredictRequest, deadline: float | None = None):
     """Run one PredictRequest against the servable ``core`` resolves; returns a PredictResponse."""
-    return _as_message(_predict(core, request, deadline))
+    return answer(core, request, deadline).message()
 
 
 def predict_wire(core, request: predict_pb2.PredictRequest, deadline: float | None = None) -> bytes:
-    """``predict`` as the serialized PredictResponse, what gRPC sends: the common request's
-    response is assembled as wire bytes, so it is never parsed nor serialized again."""
-    response = _predict(core, request, deadline)
-    return response if type(response) is bytes else response.SerializeToString()
+    """``predict`` as the serialized PredictResponse, what gRPC sends: assembled as wire bytes,
+    never built as a message nor serialized."""
+    return answer(core, request, deadline).wire()
 
 
-def _predict(core, request: predict_pb2.PredictRequest, deadline: float | None):
+def predict_outputs(core, request: predict_pb2.PredictRequest, deadline: float | None = None):
+    """``predict`` as its outputs' arrays (``PredictOutputs``), what REST and V2 write."""
+    return answer(core, request, deadline)
+
+
+def answer(core, request: predict_pb2.PredictRequest, deadline: float | None) -> PredictOutputs:
+    """``predict``'s answer before any encoding, on the servable pinned for the call."""
     spec = request.model_spec
     if not spec.name and not request.HasField("model_spec"):  # (a name means a model_spec)
         raise errors.InvalidArgumentError(None, None, "Missing ModelSpec")
     servable = core.pinned(spec, deadline)
     try:  # (what ``with`` does, without two calls per request)
-        plain = servable.cache.get((_PLAIN, spec.signature_name))
-        if plain is None:
-            plain = _plain_predict(core, servable, spec.signature_name)
-        if not request.output_filter:
-            response = plain(request.inputs, spec.name, servable.version, signatures.timeout_ms(deadline))
-            if response is not None:
-                return response
-        return _run_predict(
+        return run(
             servable,
             request,
-            signatures.run_options(deadline),
+            signatures.timeout_ms(deadline),
             method_name_check=signatures.method_name_check(core),
             as_tensor_content=signatures.serialize_as_tensor_content(core),
         )
     finally:
         servable.unpin()
-
-
-def _plain_predict(core, servable, requested: str):
-    """The servable's function answering the common request for the signature ``requested``
-    (``PredictSignature.plain_response`` with the server's flags), kept in its cache once the
-    signature exists and can run; TF Serving's error otherwise, as the checked path gives it."""
-    name = requested or signatures.DEFAULT_SERVING_SIGNATURE_DEF_KEY
-    signature = predict_signature(servable, name)
-    signatures.check_available(servable, name)
-    if signature.method_name_ok or not signatures.method_name_check(core):
-        plain = functools.partial(signature.plain_response, signatures.serialize_as_tensor_content(core))
-    else:
-        plain = _checked_path  # the checked path reports the method name
-    return servable.cache.setdefault((_PLAIN, requested), plain)
-
-
-def _checked_path(*_) -> None:
-    return None
 
 
 def run_predict(
@@ -87,43 +74,88 @@ def run_predict(
     as_tensor_content: bool = False,
 ) -> predict_pb2.PredictResponse:
     """TF Serving's ``RunPredict`` on a pinned servable."""
-    return _as_message(
-        _run_predict(
-            servable,
-            request,
-            run_options,
-            method_name_check=method_name_check,
-            as_tensor_content=as_tensor_content,
-        )
+    timeout = run_options.timeout_in_ms if run_options is not None else 0
+    outputs = run(
+        servable,
+        request,
+        timeout,
+        method_name_check=method_name_check,
+        as_tensor_content=as_tensor_content,
+        run_options=run_options,
     )
+    return outputs.message()
 
 
-def _run_predict(
-    servable, request, run_options, *, method_name_check: bool, as_tensor_content: bool
-) -> predict_pb2.PredictResponse | bytes:
-    """``run_predict``'s response: wire bytes for the common request, else the message."""
+def run(
+    servable,
+    request: predict_pb2.PredictRequest,
+    timeout_ms: int,
+    *,
+    method_name_check: bool,
+    as_tensor_content: bool,
+    run_options: config_pb2.RunOptions | None = None,
+) -> PredictOutputs:
+    """The request run on a pinned servable: its signature resolved, its inputs read (the
+    shortcut, else the checked path), the Session run; ``timeout_ms``: the Session's timeout
+    (0: none) unless ``run_options`` are given."""
     name = signatures.signature_name(request.model_spec)
     signature = predict_signature(servable, name)
-    signatures.check_available(servable, name)
+    model_name = request.model_spec.name
     if not request.output_filter and (signature.method_name_ok or not method_name_check):
-        response = signature.plain_response(
-            as_tensor_content, request.inputs, request.model_spec.name, servable.version, 0, run_options
-        )
-        if response is not None:
-            return response
-    response = predict_pb2.PredictResponse()
-    signatures.set_model_spec(response.model_spec, request.model_spec.name, name, servable.version)
-
-    feed_values, fetches, aliases = pre_process(signature, request, method_name_check=method_name_check)
-    start = _clock()
-    outputs = signature.run(fetches, feed_values, run_options)
-    metrics.runtime_done(request.model_spec.name, "Predict", _clock() - start)
-    post_process(signature, aliases, outputs, response, as_tensor_content=as_tensor_content)
-    return response
+        values = signature.plain_outputs(request.inputs, model_name, timeout_ms, run_options)
+        aliases = signature.output_aliases
+    else:
+        values = None
+    if values is None:
+        feed_values, fetches, aliases = pre_process(signature, request, method_name_check=method_name_check)
+        start = _clock()
+        values = signature.run(fetches, feed_values, run_options, timeout_ms)
+        metrics.runtime_done(model_name, "Predict", _clock() - start)
+    if len(values) != len(aliases):
+        raise errors.UnknownError(None, None, "Predict internal error")
+    return PredictOutputs(signature, model_name, servable.version, aliases, values, as_tensor_content)
 
 
-def _as_message(response) -> predict_pb2.PredictResponse:
-    return predict_pb2.PredictResponse.FromString(response) if type(response) is bytes else response
+class PredictOutputs:
+    """One Predict's answer before a transport encodes it: the outputs' aliases and values (the
+    Session's arrays), and what the response's model_spec says. Each encoding gives what TF
+    Serving's PredictResponse holds: ``message`` (``PostProcessPredictionResult``), ``wire`` (its
+    serialization, assembled as bytes where every output is sent), ``arrays`` (its TensorProtos'
+    arrays, without building them)."""
+
+    __slots__ = ("signature", "model_name", "version", "aliases", "values", "as_tensor_content")
+
+    def __init__(self, signature, model_name, version, aliases, values, as_tensor_content):
+        self.signature: PredictSignature = signature
+        self.model_name: str = model_name
+        self.version: int = version
+        self.aliases: tuple[str, ...] = aliases
+        self.values: list = values
+        self.as_tensor_content: bool = as_tensor_content
+
+    def message(self) -> predict_pb2.PredictResponse:
+        response = predict_pb2.PredictResponse()
+        signatures.set_model_spec(response.model_spec, self.model_name, self.signature.name, self.version)
+        encode = tensor_codec.encode_content_into if self.as_tensor_content else tensor_codec.encode_into
+        dtypes = self.signature.output_dtypes
+        for alias, value in zip(self.aliases, self.values, strict=True):
+            encode(response.outputs[alias], value, dtypes[alias])
+        return response
+
+    def wire(self) -> bytes:
+        if self.aliases is self.signature.output_aliases:
+            return self.signature.response_bytes(
+                self.model_name, self.version, self.values, self.as_tensor_content
+            )
+        return self.message().SerializeToString()
+
+    def arrays(self) -> dict[str, tuple[np.ndarray, int]]:
+        """alias -> (array, TF dtype), as ``tensor_codec.decode`` would read the response's."""
+        dtypes = self.signature.output_dtypes
+        return {
+            alias: tensor_codec.as_sent(value, dtypes[alias])
+            for alias, value in zip(self.aliases, self.values, strict=True)
+        }
 
 
 class PredictSignature:
@@ -183,10 +215,8 @@ class PredictSignature:
         )
         self._model_specs: dict[tuple[str, int], bytes] = {}  # (model name, version) -> field bytes
 
-    def plain_response(
-        self, as_tensor_content: bool, inputs, model_name: str, version: int, timeout_ms: int, options=None
-    ):
-        """The serialized response to a request that sends exactly the signature's inputs, each
+    def plain_outputs(self, inputs, model_name: str, timeout_ms: int, options=None) -> list | None:
+        """The Session's outputs for a request that sends exactly the signature's inputs, each
         of its dtype and well formed, and asks for every output; None for any other request,
         which the checked path serves (with the same result, or TF Serving's error).
         ``timeout_ms``: the Session's timeout (``signatures.timeout_ms``; 0: none), unless
@@ -211,11 +241,11 @@ class PredictSignature:
         except (ValueError, TypeError) as e:
             raise signatures.refused_feeds(e) from e
         metrics.runtime_done(model_name, "Predict", _clock() - start)
-        return self.response_bytes(model_name, version, outputs, as_tensor_content)
+        return outputs
 
     def response_bytes(self, model_name: str, version: int, outputs: list, as_tensor_content: bool) -> bytes:
         """The serialized PredictResponse of every output, assembled as wire bytes: what
-        ``post_process`` and ``set_model_spec`` build field by field. An output of its
+        ``PredictOutputs.message`` builds field by field. An output of its
         signature dtype whose values are their own bytes on the wire is its cached prefix
         (per shape) and ``tobytes()``."""
         if len(outputs) != len(self._entry_heads):
@@ -274,15 +304,16 @@ class PredictSignature:
             cache[shape] = prefix
         return prefix
 
-    def run(self, fetches: tuple[str, ...], feed_values: list, run_options) -> list:
-        """``fetches`` with the signature's inputs fed ``feed_values`` (``signatures.run_session``)."""
+    def run(self, fetches: tuple[str, ...], feed_values: list, run_options, timeout_ms: int = 0) -> list:
+        """``fetches`` with the signature's inputs fed ``feed_values`` (``signatures.run_session``;
+        ``timeout_ms`` as ``plain_outputs`` takes it)."""
         call = self._callables.get(fetches)
         if call is None:
             call = signatures.session_callable(self._session, self.input_names, fetches)
             if len(self._callables) < self._MAX_CALLABLES:
                 self._callables[fetches] = call
         try:
-            return call(*feed_values, options=run_options)
+            return call(*feed_values, options=run_options, timeout_ms=timeout_ms)
         except (ValueError, TypeError) as e:
             raise signatures.refused_feeds(e) from e
 
@@ -294,13 +325,15 @@ def _raw_dtype(dtype: int) -> np.dtype | None:
 
 def predict_signature(servable, name: str) -> PredictSignature:
     """The servable's signature ``name`` as a PredictSignature, built on its first request and
-    kept in the servable's per-version cache; FAILED_PRECONDITION if there is none."""
+    kept in the servable's per-version cache; FAILED_PRECONDITION if there is none,
+    UNIMPLEMENTED if it needs ops this server cannot run (``signatures.check_available``)."""
     key = (PredictSignature, name)
     prepared = servable.cache.get(key)
     if prepared is None:
         signature = signatures.signature_defs(servable).get(name)
         if signature is None:
             raise errors.FailedPreconditionError(None, None, f'Serving signature key "{name}" not found.')
+        signatures.check_available(servable, name)  # (static: kept once it passes)
         prepared = servable.cache.setdefault(key, PredictSignature(signature, servable.bundle.session, name))
     return prepared
 
@@ -323,24 +356,7 @@ def pre_process(
     return feed_values, fetches, aliases
 
 
-def post_process(
-    signature: PredictSignature,
-    aliases: tuple[str, ...],
-    outputs,
-    response: predict_pb2.PredictResponse,
-    *,
-    as_tensor_content: bool = False,
-) -> None:
-    """``PostProcessPredictionResult``: each output under its alias, TF Serving's encoding."""
-    if len(outputs) != len(aliases):
-        raise errors.UnknownError(None, None, "Predict internal error")
-    encode = tensor_codec.encode_content_into if as_tensor_content else tensor_codec.encode_into
-    for alias, value in zip(aliases, outputs, strict=True):
-        encode(response.outputs[alias], value, signature.output_dtypes[alias])
-
-
 _clock = time.perf_counter
-_PLAIN = "predict.plain"  # servable.cache key prefix of ``_plain_predict``'s functions
 _METHOD_NAMES = (
     signatures.PREDICT_METHOD_NAME,
     signatures.CLASSIFY_METHOD_NAME,

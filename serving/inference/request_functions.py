@@ -21,7 +21,7 @@ from runtime import errors
 from serving.inference.classify import classify
 from serving.inference.metadata import get_model_metadata
 from serving.inference.multi_inference import multi_inference
-from serving.inference.predict import predict, predict_wire
+from serving.inference.predict import predict, predict_outputs, predict_wire
 from serving.inference.regress import regress
 from serving.lifecycle.model_service import get_model_status
 from serving.observability import metrics
@@ -35,13 +35,17 @@ def _decoding(api: str, request):
 @dataclasses.dataclass(frozen=True)
 class RequestFunctions:
     """``(core, request, deadline) -> response`` per API (``get_model_status``: without the
-    deadline). ``predict_wire`` is ``predict`` answering the serialized response gRPC sends.
+    deadline). ``predict_wire`` is ``predict`` answering the serialized response gRPC sends,
+    ``predict_outputs`` answering the outputs' arrays REST writes; ``infer`` is the same call
+    for the Open Inference Protocol's ModelInfer (counted under its own API label).
     ``decoding(api, request)`` is the context a transport decodes a request in (REST's JSON):
     a request refused there is counted as one that reached its function would be."""
 
     decoding: Callable = _decoding
     predict: Callable = predict
     predict_wire: Callable = predict_wire
+    predict_outputs: Callable = predict_outputs
+    infer: Callable = predict_outputs
     classify: Callable = classify
     regress: Callable = regress
     multi_inference: Callable = multi_inference
@@ -55,6 +59,8 @@ DEFAULT_FUNCTIONS = RequestFunctions()
 _INFERENCE = {
     "predict": ("Predict", "predict"),
     "predict_wire": ("Predict", "predict"),
+    "predict_outputs": ("Predict", "predict"),
+    "infer": ("ModelInfer", "predict"),
     "classify": ("Classify", "classify"),
     "regress": ("Regress", "regress"),
     "multi_inference": ("MultiInference", "multi_inference"),

@@ -30,6 +30,7 @@ from runtime.tensor_util import (
     RAW_FIELDS,
     VALUE_FIELDS,
     TensorProtoError,
+    as_sent,
     content_bytes,
     dtype_of,
     encode_content_into,
@@ -46,6 +47,7 @@ from runtime.tensor_util import (
 __all__ = [
     "MAX_FILL_BYTES",
     "TensorProtoError",
+    "as_sent",
     "content_bytes",
     "content_view",
     "decode",

@@ -147,7 +147,8 @@ class RequestLogger:
             )
 
     def log(self, kind: str, model_name: str, signature_name: str, request, response) -> None:
-        """Maybe logs one answered request (its messages, or their wire bytes)."""
+        """Maybe logs one answered request (its messages, their wire bytes, or an answer with a
+        ``wire()`` that gives them, called on the writer's thread)."""
         config = self._models.get(model_name)
         if config is None or self._rng() >= config.sampling_rate:
             return
@@ -182,6 +183,8 @@ def prediction_log(config: ModelLogging, kind, model_name, signature_name, reque
     entry = getattr(log, LOG_FIELDS[kind])
     for field, value in (("request", request), ("response", response)):
         target = getattr(entry, field)
+        if hasattr(value, "wire"):  # an answer not yet encoded (``inference.predict.PredictOutputs``)
+            value = value.wire()
         if isinstance(value, bytes | bytearray | memoryview):
             target.MergeFromString(bytes(value))
         else:

@@ -436,9 +436,17 @@ _WRITABLE = {
 
 def predict_response_json(outputs: Mapping[str, tensor_pb2.TensorProto], format: str) -> str:
     """``MakeJsonFromTensors``: a PredictResponse's outputs in the request's form."""
+    return outputs_json(
+        {name: (tensor_codec.decode(proto), proto.dtype) for name, proto in outputs.items()}, format
+    )
+
+
+def outputs_json(outputs: Mapping[str, tuple[np.ndarray, int]], format: str) -> str:
+    """``predict_response_json`` of the outputs as arrays (``PredictOutputs.arrays``: alias ->
+    (array, TF dtype)), what the REST route writes without building TensorProtos."""
     if not outputs:
         raise _invalid("Cannot convert empty tensor map to JSON")
-    arrays = {name: (tensor_codec.decode(outputs[name]), outputs[name].dtype) for name in sorted(outputs)}
+    arrays = {name: outputs[name] for name in sorted(outputs)}
     if format == ROW:
         return _row_json(arrays)
     if format == COLUMNAR:

@@ -62,6 +62,7 @@ class Reply(NamedTuple):
     model_name: str = ""
     api: str = ""
     content_type: str = JSON_CONTENT_TYPE
+    headers: tuple[tuple[str, str], ...] = ()  # more response headers
 
 
 class ModelRequest(NamedTuple):
@@ -146,8 +147,8 @@ class RestApi:
                 message,
                 lambda name: self._input_dtypes(message.model_spec, name),
             )
-        response = self.functions.predict(self._core, message, self._deadline)
-        return json_tensor.predict_response_json(response.outputs, form)
+        response = self.functions.predict_outputs(self._core, message, self._deadline)
+        return json_tensor.outputs_json(response.arrays(), form)
 
     def _input_dtypes(self, model_spec, signature_name: str) -> dict[str, int]:
         """``GetInfoMap``: the signature's inputs (alias -> dtype) on the servable the request

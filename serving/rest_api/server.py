@@ -12,6 +12,10 @@ Routes, as TF Serving's ``RestApiRequestDispatcher`` and ``evhttp`` have them:
   ``serving.rest_api.routes.RestApi`` answers, JSON with ``Content-Type: application/json``; OPTIONS is
   a CORS preflight (200 with an ``http(s)://`` Origin, else 400, empty either way);
   ``--rest_api_enable_cors_support`` adds TF Serving's three CORS headers to these answers;
+- any method on ``/v2`` or a path under it (unless ``--enable_open_inference_protocol=false``):
+  ``serving.rest_api.open_inference.OpenInferenceApi`` answers, the Open Inference Protocol
+  (KServe V2), its request headers read (the binary data extension), its replies' content type
+  and headers its own; admitted, drained and refused as ``/v1/`` is;
 - ``GET /healthz`` and ``GET /readyz`` (ours, for Kubernetes probes: the process is up; every
   configured model has an available version, else 503 with the reason), answered on the loop;
 - anything else: libevent's plain 404 page.
@@ -20,7 +24,7 @@ Routes, as TF Serving's ``RestApiRequestDispatcher`` and ``evhttp`` have them:
 ``--rest_api_max_body_bytes`` (ours) is answered 413 without reading the rest of it; the body
 is parsed as JSON whatever its Content-Type says, as TF Serving does.
 
-Shutdown: while ``drain`` (``serving/resources/drain.py``) refuses, requests under ``/v1/`` are answered
+Shutdown: while ``drain`` (``serving/resources/drain.py``) refuses, requests under ``/v1/`` and ``/v2`` are answered
 503 at once (the probes still answer); ``stop_accepting`` closes the listening socket (answers then say ``Connection:
 close``), ``wait_for_requests`` waits for the requests in flight, ``close`` ends the loop; ``stop``
 is all three. /readyz turns 503 through the shared ``Readiness``.
@@ -46,6 +50,8 @@ from serving.lifecycle.health import Readiness
 from serving.resources.drain import REFUSAL_MESSAGE, Drain
 from serving.resources.request_bytes import Ticket
 from serving.rest_api import json_tensor
+from serving.rest_api.open_inference import PATH_PREFIX as V2_PATH_PREFIX
+from serving.rest_api.open_inference import OpenInferenceApi
 from serving.rest_api.routes import (
     JSON_CONTENT_TYPE,
     PATH_PREFIX,
@@ -107,6 +113,11 @@ class RestServer:
         reuse_port: bool = False,
     ) -> None:
         self.api = RestApi(core, options.rest_api_timeout_in_ms, functions)
+        self.open_inference = (
+            OpenInferenceApi(core, readiness, options.rest_api_timeout_in_ms, functions)
+            if getattr(options, "enable_open_inference_protocol", True)
+            else None
+        )
         self._reuse_port = reuse_port
         self._drain = drain or Drain()
         self._cors = options.rest_api_enable_cors_support
@@ -217,7 +228,9 @@ class RestServer:
         if route is not None:
             return await self._run_route(request, path, route)
         if PATH_PREFIX.fullmatch(path):
-            return await self._run_api(request, path)
+            return await self._run_api(request, path, self._v1)
+        if self.open_inference is not None and V2_PATH_PREFIX.fullmatch(path.partition("?")[0]):
+            return await self._run_api(request, path, self.open_inference.process)
         return web.Response(status=404, body=NOT_FOUND_PAGE, headers={"Content-Type": "text/html"})
 
     async def _run_route(self, request: web.BaseRequest, path: str, route: Route) -> web.StreamResponse:
@@ -231,7 +244,12 @@ class RestServer:
             reply = await asyncio.get_running_loop().run_in_executor(self._workers, route.handler, call)
         return self._response(reply, {"Content-Type": reply.content_type})
 
-    async def _run_api(self, request: web.BaseRequest, path: str) -> web.StreamResponse:
+    def _v1(self, method: str, path: str, headers, body: bytes) -> Reply:
+        return self.api.process(method, path, body)
+
+    async def _run_api(self, request: web.BaseRequest, path: str, process) -> web.StreamResponse:
+        """``process(method, path, headers, body)``'s reply, the request admitted by its size and
+        refused while draining."""
         if request.method == "OPTIONS":  # a CORS preflight: no body, no Content-Type
             ok = _ORIGIN.search(request.headers.get("Origin", ""))
             return self._response(Reply(200 if ok else 400, b""), {})
@@ -254,8 +272,10 @@ class RestServer:
                 if ticket is None:
                     return self._too_many_bytes(len(body))
             loop = asyncio.get_running_loop()
-            reply = await loop.run_in_executor(self._workers, self.api.process, request.method, path, body)
-            return self._response(reply, {"Content-Type": JSON_CONTENT_TYPE})
+            reply = await loop.run_in_executor(
+                self._workers, process, request.method, path, request.headers, body
+            )
+            return self._response(reply, {"Content-Type": reply.content_type, **dict(reply.headers)})
         finally:
             if ticket is not None:
                 ticket.release()

@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
 from kubernetes_validate import utils as validate_utils
 
+from serving import cli
 from serving.resources import drain
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,7 +54,9 @@ def manifests() -> dict[str, dict]:
 
 
 MANIFESTS = manifests()
-CORE_KINDS = sorted(kind for kind in MANIFESTS if kind != "InferenceService")
+CUSTOM_KINDS = ("InferenceService", "ServingRuntime")  # KServe's custom resources
+CORE_KINDS = sorted(kind for kind in MANIFESTS if kind not in CUSTOM_KINDS)
+SERVING_RUNTIME_CRD = Path(__file__).resolve().parent / "schemas" / "serving.kserve.io_servingruntimes.yaml"
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -62,7 +66,9 @@ def test_manifest_validates_against_the_kubernetes_schema(kind, version):
 
 
 def test_expected_manifests_are_there():
-    assert {"Deployment", "Service", "HorizontalPodAutoscaler", "InferenceService"} <= set(MANIFESTS)
+    assert {"Deployment", "Service", "HorizontalPodAutoscaler", "InferenceService", "ServingRuntime"} <= set(
+        MANIFESTS
+    )
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -77,6 +83,85 @@ def test_kserve_predictor_is_a_valid_pod_spec(version):
     assert container["name"] == "kserve-container"  # KServe's name for a custom predictor
     assert [p["containerPort"] for p in container["ports"]] == [8501]  # KServe routes HTTP here
     assert "--model_base_path=/mnt/models" in container["args"]  # where STORAGE_URI is copied
+
+
+def serving_runtime_schema() -> dict:
+    (crd,) = [d for d in yaml.safe_load_all(SERVING_RUNTIME_CRD.read_text()) if d]
+    assert crd["spec"]["names"]["kind"] == "ServingRuntime"
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def pruned_fields(value, schema: dict, path: str = "") -> list[str]:
+    """What the API server would drop from ``value`` as unknown to ``schema`` (a structural
+    schema prunes every field its ``properties`` do not name)."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    if isinstance(value, dict):
+        if "properties" not in schema:
+            extra = schema.get("additionalProperties")
+            return (
+                []
+                if extra is None
+                else [p for k, v in value.items() for p in pruned_fields(v, extra, f"{path}.{k}")]
+            )
+        found = []
+        for key, item in value.items():
+            if key not in schema["properties"]:
+                found.append(f"{path}.{key}")
+            else:
+                found += pruned_fields(item, schema["properties"][key], f"{path}.{key}")
+        return found
+    if isinstance(value, list) and "items" in schema:
+        return [
+            p for i, item in enumerate(value) for p in pruned_fields(item, schema["items"], f"{path}[{i}]")
+        ]
+    return []
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_kserve_serving_runtime_validates_against_kserves_crd(version):
+    """docker/k8s/kserve-servingruntime.yaml: valid for KServe's published ServingRuntime schema
+    (types, required fields, bounds; no field it would prune), its container a valid container,
+    and what it declares is what the server does: the tensorflow model format on v1, v2 and
+    grpc-v2, KServe's ports (HTTP 8080, gRPC 9000) as --rest_api_port and --port, the model where
+    KServe puts it, flags the server knows, the V2 readiness probe on the REST port."""
+    runtime = MANIFESTS["ServingRuntime"]
+    schema = serving_runtime_schema()
+    jsonschema.validate(runtime, schema)
+    assert pruned_fields(runtime, schema) == []
+    assert runtime["apiVersion"] == "serving.kserve.io/v1alpha1"
+    spec = runtime["spec"]
+    assert {(f["name"], f["version"]) for f in spec["supportedModelFormats"]} == {
+        ("tensorflow", "1"),
+        ("tensorflow", "2"),
+    }
+    assert spec["protocolVersions"] == ["v1", "v2", "grpc-v2"]
+    (container,) = spec["containers"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "runtime"},
+        "spec": {"containers": [container]},
+    }
+    kubernetes_validate.validate(pod, version, strict=True)
+    args = container["args"]
+    assert (flag(args, "port"), flag(args, "rest_api_port")) == ("9000", "8080")
+    assert (flag(args, "model_name"), flag(args, "model_base_path")) == ("{{.Name}}", "/mnt/models")
+    known = {f.name for f in cli.FLAGS}
+    assert {a.split("=", 1)[0].removeprefix("--") for a in args} <= known
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": 8080}
+    assert spec["annotations"]["prometheus.kserve.io/port"] == "8080"
+
+
+def test_the_crd_check_can_fail():
+    schema = serving_runtime_schema()
+    runtime = yaml.safe_load(yaml.safe_dump(MANIFESTS["ServingRuntime"]))
+    runtime["spec"]["supportedModelFormats"][0]["priority"] = 0  # minimum 1
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(runtime, schema)
+    runtime["spec"]["protocolVersion"] = ["v2"]  # a misspelt field: pruned, never read
+    assert pruned_fields(runtime, schema) == [".spec.protocolVersion"]
 
 
 def exposed_ports() -> set[int]:

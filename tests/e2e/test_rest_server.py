@@ -431,12 +431,13 @@ def test_bad_requests_get_tf_servings_texts_and_others_are_served_meanwhile(half
 
 def test_paths_off_v1_get_a_plain_404_and_probes_answer(half_plus_two):
     server, rest = half_plus_two
-    status, headers, body = rest.call("GET", "/v2/models/half_plus_two")
-    assert (status, headers["Content-Type"]) == (404, "text/html")
-    assert (
-        body
-        == b"<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n<H1>Not Found</H1>\n</BODY></HTML>\n"
-    )
+    for path in ("/v3/models/half_plus_two", "/v2x/models/half_plus_two"):  # (/v2 is the V2 protocol's)
+        status, headers, body = rest.call("GET", path)
+        assert (status, headers["Content-Type"]) == (404, "text/html")
+        assert (
+            body
+            == b"<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n<H1>Not Found</H1>\n</BODY></HTML>\n"
+        )
     assert rest.get("/healthz") == (200, b'{\n "status": "alive"\n}\n')
     assert rest.get("/readyz") == (200, b'{\n "status": "ready"\n}\n')
     status, body = rest.get("/v1/models")

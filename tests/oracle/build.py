@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tests.oracle import REPO_ROOT, cache_dir, oracle_dir
 from tests.oracle.catalog import Entry, builder_hash, discover
-from tests.oracle.venvs import ensure_venv
+from tests.oracle.venvs import CLIENT_VENVS, ensure_venv
 
 RESULT_PREFIX = "@@oracle-result "
 
@@ -102,6 +102,8 @@ def build(*, force: bool, only: list[str] | None, jobs: int) -> int:
     for entry in stale:
         groups.setdefault(entry.module, []).append(entry)
     pythons = {venv: ensure_venv(oracle_dir(), venv, say) for venv in {e.venv for e in stale}}
+    for venv in CLIENT_VENVS:
+        ensure_venv(oracle_dir(), venv, say)
     cache_dir().mkdir(parents=True, exist_ok=True)
     # Modules with the most stale models first (the zoo's: minutes each), so that no long one
     # starts last while the other workers sit idle.

@@ -24,7 +24,12 @@ VENVS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("tf2onnx==1.17.0", "onnx==1.17.0"),
     ),
     "tf221": (("tensorflow-cpu==2.21.0",), ("--no-deps", "tensorflow-serving-api==2.21.0")),
+    # Third-party Open Inference Protocol (KServe V2) clients, unchanged: NVIDIA's and KServe's. Their
+    # generated modules register the protocol's `inference.*` names, as ours do, so they run here.
+    "v2clients": (("tritonclient[http,grpc]==2.73.0", "kserve==0.21.0"),),
 }
+# Venvs the tests use whatever models are stale: `python -m tests.oracle build` makes them too.
+CLIENT_VENVS = ("v2clients",)
 STAMP = "sms-requirements.json"
 
 _INSTALLED_VERSIONS = (
@@ -75,7 +80,7 @@ def _matches_pins(python: Path, name: str) -> bool:
         for arg in step:
             if "==" in arg:
                 dist, version = arg.split("==")
-                wanted[dist] = version
+                wanted[dist.partition("[")[0]] = version  # (without extras)
     result = subprocess.run(
         [str(python), "-c", _INSTALLED_VERSIONS, *wanted],
         capture_output=True,

@@ -4,6 +4,7 @@ Texts and codes are those of TF Serving's predict_util.cc / predict_util_test.cc
 saved_model::GetInputValues and DirectSession feed check.
 """
 
+import re
 import time
 from types import SimpleNamespace
 
@@ -357,11 +358,8 @@ def test_output_filter_errors_come_before_the_sessions_dtype_check():
     assert call_error(core, req).message.startswith("output tensor alias not found in signature: nope")
 
 
-@pytest.mark.parametrize("as_tensor_content", [False, True])
-def test_the_common_request_fast_path_answers_what_the_checked_path_does(as_tensor_content):
-    """A plain request (every input, of its dtype, no output_filter) gets its response assembled
-    as bytes (outputs whose values are their own bytes from a prefix kept per shape); it must
-    equal the field-by-field one a filtered request builds, for every dtype and shape."""
+def _many_dtypes_servable():
+    """A servable whose outputs cover every dtype and shape form; ``values(n)``: its outputs for a batch of n."""
 
     def values(n):  # outputs whose shapes follow the request's batch size n
         return {
@@ -378,18 +376,29 @@ def test_the_common_request_fast_path_answers_what_the_checked_path_does(as_tens
             "u": np.uint8([0, 255])[:n],
             "e": np.zeros((0, n), np.float32),
             "w": np.float32([1.0, 2.0]),  # a float64 signature output computed as float32: sent as is
+            "t": np.array(["h\u00e9", "x", ""])[:n],  # str, not bytes
+            "o": np.array(["a", b"b", b""], dtype=object)[:n],
         }
 
     kinds = {"f": FLOAT, "d": types_pb2.DT_DOUBLE, "c": types_pb2.DT_COMPLEX64, "z": FLOAT}
     kinds |= {"i": types_pb2.DT_INT32, "s": STRING, "b": types_pb2.DT_BOOL, "bz": types_pb2.DT_BOOL}
     kinds |= {"h": types_pb2.DT_HALF, "q": types_pb2.DT_INT64, "u": types_pb2.DT_UINT8, "e": FLOAT}
-    kinds |= {"w": types_pb2.DT_DOUBLE}
+    kinds |= {"w": types_pb2.DT_DOUBLE, "t": STRING, "o": STRING}
     session = NumpySession({f"{k}:0": (lambda f, k=k: values(len(f["x:0"]))[k]) for k in kinds})
     sig = signature({"x": tensor_info("x:0")}, {k: tensor_info(f"{k}:0", kinds[k]) for k in kinds})
     mgd = meta_graph_pb2.MetaGraphDef()
     mgd.signature_def["serving_default"].CopyFrom(sig)
     bundle = SimpleNamespace(session=session, meta_graph_def=mgd, signature_defs=mgd.signature_def)
     servable = Servable("many", 4, bundle)
+    return servable, values, kinds
+
+
+@pytest.mark.parametrize("as_tensor_content", [False, True])
+def test_the_common_request_fast_path_answers_what_the_checked_path_does(as_tensor_content):
+    """A plain request (every input, of its dtype, no output_filter) gets its response assembled
+    as bytes (outputs whose values are their own bytes from a prefix kept per shape); it must
+    equal the field-by-field one a filtered request builds, for every dtype and shape."""
+    servable, values, kinds = _many_dtypes_servable()
     for n in (1, 2, 2, 1):  # repeated shapes take the kept prefixes
         plain = request(model="many", x=np.ones(n, np.float32))
         filtered = request(model="many", x=np.ones(n, np.float32))
@@ -401,3 +410,36 @@ def test_the_common_request_fast_path_answers_what_the_checked_path_does(as_tens
         assert tensor_codec.decode(fast.outputs["s"]).tolist() == [b"a", b"", b"\xff\x00z"][:n]
         np.testing.assert_array_equal(tensor_codec.decode(fast.outputs["f"]), values(n)["f"])
         assert tensor_codec.decode(fast.outputs["w"]).dtype == np.float32  # the array's own dtype
+
+
+def test_outputs_as_arrays_are_what_the_response_tensors_decode_to():
+    """REST (and V2) write a Predict's outputs from ``PredictOutputs.arrays`` instead of
+    decoding the response's TensorProtos: for every dtype and shape, the same dtype and values,
+    and the same JSON in both forms."""
+    from serving.inference import predict as predict_module
+    from serving.rest_api import json_tensor
+
+    servable, values, kinds = _many_dtypes_servable()
+    for n in (1, 2, 3, 1):
+        for filtered in (False, True):
+            req = request(model="many", x=np.ones(n, np.float32))
+            if filtered:
+                req.output_filter.extend(sorted(kinds, reverse=True))
+            answer = predict_module.run(servable, req, 0, method_name_check=False, as_tensor_content=False)
+            arrays, message = answer.arrays(), answer.message()
+            assert sorted(arrays) == sorted(message.outputs) == sorted(kinds)
+            for alias, (array, dtype) in arrays.items():
+                proto = message.outputs[alias]
+                expected = tensor_codec.decode(proto)
+                assert (dtype, array.dtype, array.shape) == (proto.dtype, expected.dtype, expected.shape), (
+                    alias
+                )
+                assert array.tolist() == expected.tolist() or np.array_equal(array, expected, equal_nan=True)
+            for form in (json_tensor.ROW, json_tensor.COLUMNAR):
+                try:
+                    expected_json = json_tensor.predict_response_json(message.outputs, form)
+                except errors.OpError as e:
+                    with pytest.raises(errors.OpError, match=re.escape(e.message)):
+                        json_tensor.outputs_json(arrays, form)
+                else:
+                    assert json_tensor.outputs_json(arrays, form) == expected_json

@@ -67,7 +67,7 @@ def test_rest_calls_the_request_functions_with_the_timeout_as_deadline(core):
         calls.append((request.model_spec.name, request.model_spec.signature_name, deadline))
         raise errors.UnavailableError(None, None, "busy")
 
-    functions = dataclasses.replace(RequestFunctions(), predict=fake_predict)
+    functions = dataclasses.replace(RequestFunctions(), predict_outputs=fake_predict)
     api = RestApi(core, 2500, functions)
     api._input_dtypes = lambda spec, name: {"x": 1}
     reply = api.process("POST", "/v1/models/a:predict", b'{"instances": [1.0]}')
@@ -179,7 +179,7 @@ def test_predict_request_proto_is_the_one_grpc_receives(core):
         got.append(request)
         raise errors.InternalError(None, None, "stop")
 
-    api = RestApi(core, 0, dataclasses.replace(RequestFunctions(), predict=capture))
+    api = RestApi(core, 0, dataclasses.replace(RequestFunctions(), predict_outputs=capture))
     api._input_dtypes = lambda spec, name: {"x": 1}
     api.process(
         "POST", "/v1/models/a/versions/1:predict", b'{"signature_name": "s", "instances": [[1.5, 2.0]]}'

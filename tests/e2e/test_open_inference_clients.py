@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -375,3 +376,66 @@ def test_raw_http_answers_and_errors(served):
     answer = json.loads(data[:json_length])
     assert answer["outputs"][0]["parameters"] == {"binary_data_size": 8}
     assert np.frombuffer(data[json_length:], np.float32).tolist() == [2.5, 3.0]
+
+
+def test_v2_requests_are_batched_and_logged_as_predicts_are(model_server, tmp_path):
+    """One request path: with --enable_batching, concurrent ModelInfer calls run several to a
+    batch with TensorFlow's answers and the batch limit's refusal; with the request log on, each
+    answered ModelInfer is a PredictLog (which warmup replays)."""
+    from concurrent import futures
+
+    from apis.tensorflow_serving.apis import prediction_log_pb2
+    from serving.observability import tfrecord
+    from tests.e2e.test_batching_server import mlp_case, write_config
+
+    _, case, features, key, expected = mlp_case()
+    config, batching = write_config(tmp_path)
+    log_dir = tmp_path / "requests"
+    server = model_server(
+        f"--model_config_file={config}",
+        "--enable_batching",
+        f"--batching_parameters_file={batching}",
+        f"--request_log_dir={log_dir}",
+        "--request_log_sampling_rate=1",
+    )
+    stub = v2_grpc.GRPCInferenceServiceStub(server.channel())
+
+    def infer(rows: np.ndarray) -> np.ndarray:
+        request = v2.ModelInferRequest(model_name="mlp")
+        request.inputs.add(name="features", datatype="FP32", shape=list(rows.shape))
+        request.raw_input_contents.append(np.ascontiguousarray(rows, np.float32).tobytes())
+        response = stub.ModelInfer(request, timeout=30)
+        (output,) = response.outputs
+        assert output.name == key
+        return np.frombuffer(response.raw_output_contents[0], np.float32).reshape(tuple(output.shape))
+
+    rows = list(range(len(features))) * 6
+    with futures.ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(lambda i: infer(features[i : i + 1]), rows))
+    for i, value in zip(rows, got, strict=True):
+        np.testing.assert_allclose(value, expected[i : i + 1], rtol=case["rtol"], atol=case["atol"])
+    with pytest.raises(grpc.RpcError) as raised:
+        infer(np.concatenate([features, features[:1]]))
+    assert (raised.value.code(), raised.value.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Task size 9 is larger than maximum input batch size 8",
+    )
+    assert server.stop() == 0
+    summary = re.search(
+        r"Batching of \{name: mlp version: 1\} \{inputs: serving_default_features:0.*?: (\d+) tasks in (\d+) "
+        r"batches.* (\d+) refused",
+        server.output(),
+    )
+    assert summary, server.output()
+    tasks, batches, refused = map(int, summary.groups())
+    assert (tasks, refused) == (len(rows), 1) and batches < tasks / 2
+    (log,) = sorted(log_dir.iterdir())
+    with open(log, "rb") as f:
+        records = [
+            prediction_log_pb2.PredictionLog.FromString(r)
+            for r in tfrecord.read_records(f, log.stat().st_size)
+        ]
+    assert len(records) == len(rows) and {r.WhichOneof("log_type") for r in records} == {"predict_log"}
+    assert {r.log_metadata.model_spec.name for r in records} == {"mlp"}
+    assert {r.predict_log.response.model_spec.version.value for r in records} == {1}
+    assert all(list(r.predict_log.request.inputs) == ["features"] for r in records)

@@ -78,8 +78,11 @@ async def _read_reply(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return status, await reader.readexactly(length)
 
 
-async def _rest_closed_loop(port: int, model: str, concurrency: int, warmup: float, duration: float):
-    request = rest_request(model, port)
+async def _rest_closed_loop(
+    port: int, model: str, concurrency: int, warmup: float, duration: float, make_request=None
+):
+    """``make_request(model, port)``: the request's bytes (default ``rest_request``)."""
+    request = (make_request or rest_request)(model, port)
     latencies: list[float] = []
     answered = [0]
     start = time.perf_counter()

@@ -85,15 +85,6 @@ async def _v2_grpc_loop(port: int, model: str, concurrency: int, warmup: float, 
     return latencies, answered[0]
 
 
-async def _v2_rest_loop(port: int, model: str, concurrency: int, warmup: float, duration: float):
-    original = rest_qps.rest_request
-    rest_qps.rest_request = v2_rest_request  # the same loop, V2's request bytes
-    try:
-        return await rest_qps._rest_closed_loop(port, model, concurrency, warmup, duration)
-    finally:
-        rest_qps.rest_request = original
-
-
 def _client(args) -> tuple[list[float], int]:
     transport, *rest = args
     if transport == "grpc":
@@ -102,7 +93,7 @@ def _client(args) -> tuple[list[float], int]:
         return asyncio.run(_v2_grpc_loop(*rest))
     if transport == "rest":
         return asyncio.run(rest_qps._rest_closed_loop(*rest))
-    return asyncio.run(_v2_rest_loop(*rest))
+    return asyncio.run(rest_qps._rest_closed_loop(*rest, v2_rest_request))
 
 
 def measure(args, pool, pid: int, ports: dict[str, int], model: str, concurrency: int) -> dict:

@@ -101,11 +101,9 @@ def run(
     name = signatures.signature_name(request.model_spec)
     signature = predict_signature(servable, name)
     model_name = request.model_spec.name
+    values, aliases = None, signature.output_aliases
     if not request.output_filter and (signature.method_name_ok or not method_name_check):
         values = signature.plain_outputs(request.inputs, model_name, timeout_ms, run_options)
-        aliases = signature.output_aliases
-    else:
-        values = None
     if values is None:
         feed_values, fetches, aliases = pre_process(signature, request, method_name_check=method_name_check)
         start = _clock()

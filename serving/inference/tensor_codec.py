@@ -53,6 +53,7 @@ __all__ = [
     "decode",
     "dtype_of",
     "encode_content_into",
+    "encode_input_into",
     "encode_into",
     "field_bytes",
     "make_tensor_proto",
@@ -161,6 +162,16 @@ def make_tensor_proto(array, dtype: int | None = None) -> tensor_pb2.TensorProto
     proto = tensor_pb2.TensorProto()
     encode_into(proto, array, dtype)
     return proto
+
+
+def encode_input_into(proto: tensor_pb2.TensorProto, array: np.ndarray, dtype: int) -> None:
+    """A request input built from an array (REST's JSON, V2's tensors): numbers as
+    ``tensor_content``, the form Predict reads as a view without a copy; strings and empty
+    tensors in their typed field."""
+    if dtype == dtypes.DT_STRING or not array.size:
+        encode_into(proto, array, dtype)
+    else:
+        encode_content_into(proto, array, dtype)
 
 
 def raw_values_prefix(dtype: int, shape: tuple[int, ...], as_content: bool) -> bytes | None:

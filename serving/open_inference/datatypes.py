@@ -14,30 +14,29 @@ from __future__ import annotations
 import math
 import sys
 
-import ml_dtypes
 import numpy as np
 
 from apis.tensorflow.core.framework import types_pb2
 from runtime import dtypes, errors
 
-# V2 datatype -> (TF dtype, numpy dtype of its elements)
-_TABLE: dict[str, tuple[int, np.dtype]] = {
-    "BOOL": (dtypes.DT_BOOL, np.dtype(np.bool_)),
-    "UINT8": (dtypes.DT_UINT8, np.dtype(np.uint8)),
-    "UINT16": (dtypes.DT_UINT16, np.dtype(np.uint16)),
-    "UINT32": (dtypes.DT_UINT32, np.dtype(np.uint32)),
-    "UINT64": (dtypes.DT_UINT64, np.dtype(np.uint64)),
-    "INT8": (dtypes.DT_INT8, np.dtype(np.int8)),
-    "INT16": (dtypes.DT_INT16, np.dtype(np.int16)),
-    "INT32": (dtypes.DT_INT32, np.dtype(np.int32)),
-    "INT64": (dtypes.DT_INT64, np.dtype(np.int64)),
-    "FP16": (dtypes.DT_HALF, np.dtype(np.float16)),
-    "FP32": (dtypes.DT_FLOAT, np.dtype(np.float32)),
-    "FP64": (dtypes.DT_DOUBLE, np.dtype(np.float64)),
-    "BF16": (dtypes.DT_BFLOAT16, np.dtype(ml_dtypes.bfloat16)),
-    "BYTES": (dtypes.DT_STRING, np.dtype(object)),
+# V2 datatype -> TF dtype (numpy's is runtime.dtypes')
+_TABLE: dict[str, int] = {
+    "BOOL": dtypes.DT_BOOL,
+    "UINT8": dtypes.DT_UINT8,
+    "UINT16": dtypes.DT_UINT16,
+    "UINT32": dtypes.DT_UINT32,
+    "UINT64": dtypes.DT_UINT64,
+    "INT8": dtypes.DT_INT8,
+    "INT16": dtypes.DT_INT16,
+    "INT32": dtypes.DT_INT32,
+    "INT64": dtypes.DT_INT64,
+    "FP16": dtypes.DT_HALF,
+    "FP32": dtypes.DT_FLOAT,
+    "FP64": dtypes.DT_DOUBLE,
+    "BF16": dtypes.DT_BFLOAT16,
+    "BYTES": dtypes.DT_STRING,
 }
-_BY_TF = {tf: name for name, (tf, _) in _TABLE.items()}
+_BY_TF = {tf: name for name, tf in _TABLE.items()}
 
 # V2 datatype -> its InferTensorContents field (FP16 and BF16: raw only)
 CONTENTS_FIELD = {
@@ -55,20 +54,18 @@ CONTENTS_FIELD = {
     "BYTES": "bytes_contents",
 }
 _MAX_DIMS = 64
-_LENGTH = np.dtype("<u4")  # a BYTES element's length prefix
 
 
 def tf_dtype(datatype: str) -> int:
     """The TF dtype of a V2 datatype; INVALID_ARGUMENT for a name V2 does not have."""
-    entry = _TABLE.get(datatype)
-    if entry is None:
+    dtype = _TABLE.get(datatype)
+    if dtype is None:
         raise errors.InvalidArgumentError(None, None, f"invalid datatype '{datatype}'")
-    return entry[0]
+    return dtype
 
 
 def numpy_dtype(datatype: str) -> np.dtype:
-    tf_dtype(datatype)
-    return _TABLE[datatype][1]
+    return dtypes.as_numpy_dtype(tf_dtype(datatype))
 
 
 def datatype_of(dtype: int) -> str:
@@ -172,20 +169,9 @@ def _strings_from_raw(data: bytes, n: int, name: str) -> np.ndarray:
 
 
 def to_raw(array: np.ndarray, datatype: str) -> bytes:
-    """A tensor's raw bytes."""
+    """A tensor's raw bytes (BYTES elements are bytes, as ``PredictOutputs.arrays`` gives them)."""
     if datatype == "BYTES":
-        parts = []
-        for value in array.reshape(-1).tolist():
-            item = (
-                value
-                if type(value) is bytes
-                else bytes(value)
-                if isinstance(value, bytearray | memoryview)
-                else str(value).encode()
-            )
-            parts.append(len(item).to_bytes(4, "little"))
-            parts.append(item)
-        return b"".join(parts)
+        return b"".join(len(item).to_bytes(4, "little") + item for item in array.reshape(-1).tolist())
     np_dtype = numpy_dtype(datatype)
     little = np_dtype.newbyteorder("<") if np_dtype.itemsize > 1 else np_dtype
     return np.ascontiguousarray(array, little).tobytes()
@@ -232,12 +218,7 @@ _WIDE = {"INT8": np.int64, "INT16": np.int64, "UINT8": np.uint64, "UINT16": np.u
 
 def fill_contents(contents, array: np.ndarray, datatype: str) -> None:
     """``array``'s elements into ``contents``' field for ``datatype`` (not FP16, BF16)."""
-    field = getattr(contents, CONTENTS_FIELD[datatype])
-    flat = array.reshape(-1)
-    if datatype == "BYTES":
-        field.extend(v if type(v) is bytes else str(v).encode() for v in flat.tolist())
-    else:
-        field.extend(flat.tolist())
+    getattr(contents, CONTENTS_FIELD[datatype]).extend(array.reshape(-1).tolist())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,7 +300,7 @@ def to_json(array: np.ndarray, datatype: str) -> list:
     replaced)."""
     flat = array.reshape(-1)
     if datatype == "BYTES":
-        return [v.decode("utf-8", "replace") if type(v) is bytes else str(v) for v in flat.tolist()]
+        return [v.decode("utf-8", "replace") for v in flat.tolist()]
     if datatype in ("FP16", "BF16"):
         flat = flat.astype(np.float32)
     return flat.tolist()

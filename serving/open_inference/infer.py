@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 
 from apis.tensorflow_serving.apis import predict_pb2
-from runtime import dtypes, errors
+from runtime import errors
 from serving.inference import tensor_codec
 from serving.open_inference import datatypes
 
@@ -98,10 +98,8 @@ def predict_request(request: InferRequest) -> predict_pb2.PredictRequest:
         proto = message.inputs[tensor.name]
         if tensor.content is not None:  # its bytes are the tensor_content: one parse, no copy
             proto.MergeFromString(tensor_codec.raw_values_prefix(dtype, tensor.shape, True) + tensor.content)
-        elif dtype == dtypes.DT_STRING or not tensor.array.size:
-            tensor_codec.encode_into(proto, tensor.array, dtype)
-        else:  # tensor_content: what Predict reads as a view, without a copy
-            tensor_codec.encode_content_into(proto, tensor.array, dtype)
+        else:
+            tensor_codec.encode_input_into(proto, tensor.array, dtype)
     if request.outputs is not None:
         message.output_filter.extend(request.outputs)
     return message
@@ -111,10 +109,8 @@ def infer(functions, core, request: InferRequest, deadline: float | None, messag
     """Answer one ModelInfer request through ``functions.infer`` (Predict, counted as ModelInfer);
     ``message``: its ``predict_request``, where the transport has built it already."""
     answer = functions.infer(core, message if message is not None else predict_request(request), deadline)
-    outputs = []
-    for name, (array, dtype) in answer.arrays().items():
-        outputs.append(InferOutput(name, datatypes.datatype_of(dtype), array.shape, array))
-    if request.outputs is not None:  # in the order asked
-        order = {name: i for i, name in enumerate(request.outputs)}
-        outputs.sort(key=lambda output: order[output.name])
+    outputs = [  # in the order asked (Predict fetches output_filter in its order), else sorted
+        InferOutput(name, datatypes.datatype_of(dtype), array.shape, array)
+        for name, (array, dtype) in answer.arrays().items()
+    ]
     return InferResponse(answer.model_name, str(answer.version), request.id, outputs)

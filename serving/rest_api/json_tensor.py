@@ -118,12 +118,7 @@ def fill_predict_request(
 
 def _set_inputs(request, arrays: dict[str, np.ndarray], infos: dict[str, int]) -> None:
     for alias, array in arrays.items():
-        dtype = infos[alias]
-        proto = request.inputs[alias]
-        if dtype == dtypes.DT_STRING or not array.size:
-            tensor_codec.encode_into(proto, array, dtype)
-        else:  # tensor_content: the same tensor, the form Predict reads without a copy
-            tensor_codec.encode_content_into(proto, array, dtype)
+        tensor_codec.encode_input_into(request.inputs[alias], array, infos[alias])
 
 
 def _tensors_from_instances(instances: list, infos: dict[str, int]) -> dict[str, np.ndarray]:

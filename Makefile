@@ -11,7 +11,7 @@ $(BIN)/python:
 
 install: $(BIN)/python
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]' -e ./client
 
 # System tools the tests need: Graphviz's `dot` (saved_model_cli show --graph draws SVG with it).
 # Installed with apt-get where it is missing (as root, e.g. in CI); elsewhere install it yourself.

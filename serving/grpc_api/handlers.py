@@ -37,16 +37,23 @@ class _Recorder:
 
 
 def add_service(
-    server: grpc.Server, register: Callable[[object], None], drain: Drain | None = None
+    server: grpc.Server,
+    register: Callable[[object], None],
+    drain: Drain | None = None,
+    unserialized: frozenset[str] | set[str] = frozenset(),
 ) -> list[str]:
     """Runs ``register(target)`` (e.g. a generated ``add_*Servicer_to_server`` bound to its
     servicer) and adds what it registers to ``server`` with requests parsed in the handler
-    (and refused while ``drain`` refuses, if given). Returns the service names added."""
+    (and refused while ``drain`` refuses, if given). The methods named in ``unserialized``
+    return their responses as bytes (grpc sends them as they are). Returns the service names
+    added."""
     recorder = _Recorder()
     register(recorder)
     if not recorder.services:
         raise ValueError("register added no service")
     for service, handlers in recorder.services.items():
+        for method in unserialized & handlers.keys():
+            handlers[method] = handlers[method]._replace(response_serializer=None)
         add_handlers(server, service, handlers, drain)
     return list(recorder.services)
 

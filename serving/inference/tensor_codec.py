@@ -54,6 +54,7 @@ __all__ = [
     "dtype_of",
     "encode_content_into",
     "encode_input_into",
+    "input_bytes",
     "encode_into",
     "field_bytes",
     "make_tensor_proto",
@@ -168,10 +169,14 @@ def encode_input_into(proto: tensor_pb2.TensorProto, array: np.ndarray, dtype: i
     """A request input built from an array (REST's JSON, V2's tensors): numbers as
     ``tensor_content``, the form Predict reads as a view without a copy; strings and empty
     tensors in their typed field."""
+    proto.MergeFromString(input_bytes(array, dtype))
+
+
+def input_bytes(array: np.ndarray, dtype: int) -> bytes:
+    """The wire bytes of the TensorProto ``encode_input_into`` makes."""
     if dtype == dtypes.DT_STRING or not array.size:
-        encode_into(proto, array, dtype)
-    else:
-        encode_content_into(proto, array, dtype)
+        return field_bytes(array, dtype)
+    return content_bytes(array, dtype)
 
 
 def raw_values_prefix(dtype: int, shape: tuple[int, ...], as_content: bool) -> bytes | None:

@@ -11,6 +11,7 @@ claims no more memory than it sends.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 
@@ -124,17 +125,26 @@ def from_raw(data: bytes, datatype: str, shape, name: str) -> np.ndarray:
     )
 
 
-def raw_content(data: bytes, datatype: str, shape, name: str) -> bytes | None:
+def raw_content(data: bytes, datatype: str, shape: tuple, name: str) -> bytes | None:
     """``data`` itself where it is the ``tensor_content`` of the tensor it claims to be (a numeric
     datatype, on a little-endian host, of the size the shape says: checked as ``from_raw``
     checks it); None for BYTES and big-endian hosts, which ``from_raw`` reads."""
     if datatype == "BYTES" or not _LITTLE_ENDIAN:
         return None
-    n = element_count(shape, name)
-    expected = n * numpy_dtype(datatype).itemsize
+    expected = None
+    if all(type(d) is int for d in shape):  # (a cache keyed by True or 1.0 would take them for 1)
+        try:
+            expected = _raw_size(datatype, shape)
+        except errors.InvalidArgumentError:  # not kept: raised again below, with the input's name
+            pass
     if len(data) != expected:
         from_raw(data, datatype, shape, name)  # raises what is wrong
     return data
+
+
+@functools.lru_cache(maxsize=1024)  # (datatype, shape) pairs: a few per model and batch size
+def _raw_size(datatype: str, shape: tuple) -> int:
+    return element_count(shape, "") * numpy_dtype(datatype).itemsize
 
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
@@ -172,9 +182,18 @@ def to_raw(array: np.ndarray, datatype: str) -> bytes:
     """A tensor's raw bytes (BYTES elements are bytes, as ``PredictOutputs.arrays`` gives them)."""
     if datatype == "BYTES":
         return b"".join(len(item).to_bytes(4, "little") + item for item in array.reshape(-1).tolist())
-    np_dtype = numpy_dtype(datatype)
-    little = np_dtype.newbyteorder("<") if np_dtype.itemsize > 1 else np_dtype
+    little = _LITTLE_DTYPES.get(datatype)
+    if little is None:
+        np_dtype = numpy_dtype(datatype)  # an unknown name raises here
+        little = np_dtype.newbyteorder("<") if np_dtype.itemsize > 1 else np_dtype
     return np.ascontiguousarray(array, little).tobytes()
+
+
+# numeric datatype -> its little-endian numpy dtype (what raw contents hold)
+_LITTLE_DTYPES = {
+    name: (d.newbyteorder("<") if d.itemsize > 1 else d)
+    for name, d in ((name, dtypes.as_numpy_dtype(tf)) for name, tf in _TABLE.items() if name != "BYTES")
+}
 
 
 # ---------------------------------------------------------------------------------------------

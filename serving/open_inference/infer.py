@@ -3,7 +3,8 @@
 A V2 request names a model (and maybe a version), feeds inputs by their signature keys and may
 ask for some outputs; ``signature_name`` in its parameters picks a signature (else
 ``serving_default``). ``infer`` builds the PredictRequest (inputs as ``tensor_content``, the
-requested outputs as ``output_filter``) and calls ``RequestFunctions.infer``, which is Predict
+requested outputs as ``output_filter``; assembled as wire bytes and parsed once, raw inputs
+sent on as they came) and calls ``RequestFunctions.infer``, which is Predict
 counted under the API label "ModelInfer": the same checks, codes and texts, batching, request
 log and metrics. The answer is the outputs' arrays (``PredictOutputs.arrays``) with their V2
 datatypes; writing them is the transport's.
@@ -12,11 +13,12 @@ datatypes; writing them is the transport's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
-from apis.tensorflow_serving.apis import predict_pb2
-from runtime import errors
+from apis.tensorflow_serving.apis import model_pb2, predict_pb2
+from runtime import errors, wire
 from serving.inference import tensor_codec
 from serving.open_inference import datatypes
 
@@ -24,7 +26,7 @@ SIGNATURE_PARAMETER = "signature_name"
 _INT64_MAX = 2**63 - 1
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class InferInput:
     """An input tensor: its elements as an ``array``, or as ``content``, raw bytes that are
     already its ``tensor_content`` (``datatypes.raw_content``: sent on without a copy)."""
@@ -36,7 +38,7 @@ class InferInput:
     content: bytes | None = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class InferRequest:
     """A ModelInfer request, whichever transport brought it: ``outputs`` None asks for every output."""
 
@@ -48,7 +50,7 @@ class InferRequest:
     outputs: list[str] | None = None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class InferOutput:
     name: str
     datatype: str
@@ -56,7 +58,7 @@ class InferOutput:
     array: np.ndarray
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class InferResponse:
     model_name: str
     model_version: str
@@ -80,29 +82,63 @@ def predict_request(request: InferRequest) -> predict_pb2.PredictRequest:
     """The PredictRequest a ModelInfer request becomes."""
     if not request.model_name:
         raise errors.InvalidArgumentError(None, None, "Missing model name")
-    message = predict_pb2.PredictRequest()
-    spec = message.model_spec
-    spec.name = request.model_name
     version = version_number(request.model_version, request.model_name)
+    signature = request.parameters.get(SIGNATURE_PARAMETER)
+    if signature is not None and type(signature) is not str:
+        raise errors.InvalidArgumentError(None, None, "parameter 'signature_name' must be a string")
+    try:
+        parts = [_model_spec_field(request.model_name, version, signature or "")]
+    except ValueError:  # a name protobuf refuses (not UTF-8)
+        raise errors.InvalidArgumentError(
+            None, None, "the model or signature name is not valid UTF-8"
+        ) from None
+    names = set()
+    for tensor in request.inputs:
+        if tensor.name in names:
+            raise errors.InvalidArgumentError(None, None, f"input '{tensor.name}' is given more than once")
+        names.add(tensor.name)
+        dtype = datatypes.tf_dtype(tensor.datatype)
+        if tensor.content is not None:  # its bytes are the tensor_content, sent on as they are
+            head = _content_head(dtype, tensor.shape)
+            size = len(head) + len(tensor.content)
+        else:
+            head = tensor_codec.input_bytes(tensor.array, dtype)
+            size = len(head)
+        key = _string_field(1, tensor.name)
+        entry_head = key + _VALUE_TAG + wire.varint(size)
+        parts += (_INPUTS_TAG, wire.varint(len(entry_head) + size), entry_head, head)
+        if tensor.content is not None:
+            parts.append(tensor.content)
+    for name in request.outputs or ():
+        parts.append(_string_field(3, name))
+    return predict_pb2.PredictRequest.FromString(b"".join(parts))
+
+
+@functools.lru_cache(maxsize=1024)  # (dtype, shape): a few per model and batch size
+def _content_head(dtype: int, shape: tuple) -> bytes:
+    return tensor_codec.raw_values_prefix(dtype, shape, True)
+
+
+_INPUTS_TAG = wire.key(2, 2)  # PredictRequest.inputs' map entries
+_VALUE_TAG = wire.key(2, 2)  # an entry's value
+
+
+def _string_field(number: int, text: str) -> bytes:
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate (JSON's "\\ud800"): no protobuf string holds it
+        raise errors.InvalidArgumentError(None, None, f"the name {text!r} is not valid UTF-8") from None
+    return wire.key(number, 2) + wire.varint(len(data)) + data
+
+
+@functools.lru_cache(maxsize=256)  # (model, version, signature): a few per server
+def _model_spec_field(name: str, version: int | None, signature: str) -> bytes:
+    """PredictRequest.model_spec's field."""
+    spec = model_pb2.ModelSpec(name=name, signature_name=signature)
     if version is not None:
         spec.version.value = version
-    signature = request.parameters.get(SIGNATURE_PARAMETER)
-    if signature is not None:
-        if type(signature) is not str:
-            raise errors.InvalidArgumentError(None, None, "parameter 'signature_name' must be a string")
-        spec.signature_name = signature
-    for tensor in request.inputs:
-        if tensor.name in message.inputs:
-            raise errors.InvalidArgumentError(None, None, f"input '{tensor.name}' is given more than once")
-        dtype = datatypes.tf_dtype(tensor.datatype)
-        proto = message.inputs[tensor.name]
-        if tensor.content is not None:  # its bytes are the tensor_content: one parse, no copy
-            proto.MergeFromString(tensor_codec.raw_values_prefix(dtype, tensor.shape, True) + tensor.content)
-        else:
-            tensor_codec.encode_input_into(proto, tensor.array, dtype)
-    if request.outputs is not None:
-        message.output_filter.extend(request.outputs)
-    return message
+    body = spec.SerializeToString()
+    return wire.key(1, 2) + wire.varint(len(body)) + body
 
 
 def infer(functions, core, request: InferRequest, deadline: float | None, message=None) -> InferResponse:

@@ -44,6 +44,8 @@ from pathlib import Path
 import grpc
 import pytest
 
+from tests.e2e.tfs_reference import tfs_reference  # noqa: F401 - a reference TF Serving (TensorFlow)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODELS_DIR = REPO_ROOT / "models"
 

@@ -304,3 +304,31 @@ def test_refused_and_unknown_on_grpc(served):
     half.inputs.add(name="x", datatype="FP16", shape=[1, 1]).contents.fp32_contents.append(1.0)
     with pytest.raises(errors.InvalidArgumentError, match="FP16 data must be sent in raw_input_contents"):
         run(half)
+
+
+@pytest.mark.parametrize("request_id", ["", "req-7"])
+@pytest.mark.parametrize("raw", [True, False])
+def test_response_bytes_are_the_response_message(served, raw, request_id):
+    """``response_bytes`` (the gRPC handler's answer) parses to what ``infer_response`` builds,
+    for outputs of every V2 datatype, several outputs and batch sizes."""
+    core, _, api = served
+    answers = []
+    for rows in (1, 3):
+        arrays = {
+            "bool": np.resize([True, False], (rows, 2)),
+            "float16": np.resize(np.float16([0.5, -2]), (rows, 2)),
+            "int64": np.resize(np.int64([2**40, -3]), (rows, 2)),
+            "string": np.resize(np.array([b"a", b"\xff"], object), (rows, 2)),
+        }
+        outputs = [
+            infer.InferOutput(name + "_out", datatype, (rows, 2), array)
+            for name, datatype, array in (
+                (n, datatypes.datatype_of(d), arrays[n])
+                for n, d in (("bool", 10), ("float16", 19), ("int64", 9), ("string", 7))
+            )
+        ]
+        answers.append(infer.InferResponse("m", "12", request_id, outputs))
+        answers.append(infer.InferResponse("m", "12", request_id, outputs[2:]))
+    for answer in answers:
+        built = grpc_v2.infer_response(answer, raw)
+        assert v2.ModelInferResponse.FromString(grpc_v2.response_bytes(answer, raw)) == built

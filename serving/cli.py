@@ -56,6 +56,34 @@ FLAGS: tuple[Flag, ...] = (
     ),
     Flag("rest_api_timeout_in_ms", INT32, "Timeout for HTTP/REST API calls."),
     Flag("rest_api_enable_cors_support", BOOL, "Enable CORS headers in response"),
+    Flag(
+        "auth_token_file",
+        STRING,
+        "A file of accepted bearer tokens, one per line, each optionally followed by the models it may "
+        "call; checked on both ports (health and readiness probes exempt) and re-read when it changes.",
+    ),
+    Flag("auth_metrics", BOOL, "With --auth_token_file: the metrics page needs a token too (default true)."),
+    Flag(
+        "access_log",
+        STRING,
+        "Write one JSON line per request (both ports) to 'stderr' or to this file (appended); each "
+        "answer carries the request's x-request-id (the caller's, or a new one).",
+    ),
+    Flag("access_log_sampling_rate", FLOAT, "The share of requests written to --access_log (0 to 1)."),
+    Flag(
+        "rest_api_cors_allowed_origins",
+        STRING,
+        "Comma-separated origins (scheme://host[:port]) allowed cross-origin calls: each answer to one "
+        "of them carries the CORS headers with that origin, others none (a preflight from them is 403). "
+        "Implies --rest_api_enable_cors_support, restricted to these origins.",
+    ),
+    Flag(
+        "rest_api_ssl_config_file",
+        STRING,
+        "If non-empty, read an ascii SSLConfig protobuf (as --ssl_config_file) and serve HTTPS on "
+        "--rest_api_port; with client_verify, clients must present a certificate signed by custom_ca. "
+        "A changed file is picked up without a restart.",
+    ),
     Flag("enable_batching", BOOL, "enable batching"),
     Flag(
         "allow_version_labels_for_unavailable_models",
@@ -100,7 +128,12 @@ FLAGS: tuple[Flag, ...] = (
     Flag("tensorflow_intra_op_parallelism", INT64, "Threads to parallelize the execution of an op."),
     Flag("tensorflow_inter_op_parallelism", INT64, "Operators that can be executed simultaneously."),
     Flag("use_alts_credentials", BOOL, "Use Google ALTS credentials (not supported)."),
-    Flag("ssl_config_file", STRING, "If non-empty, read an ascii SSLConfig protobuf and serve over TLS."),
+    Flag(
+        "ssl_config_file",
+        STRING,
+        "If non-empty, read an ascii SSLConfig protobuf and serve over TLS. A changed file is picked "
+        "up without a restart.",
+    ),
     Flag("platform_config_file", STRING, "An ascii PlatformConfigMap file (not active yet)."),
     Flag("per_process_gpu_memory_fraction", FLOAT, "Accepted; there is no GPU memory to reserve."),
     Flag("saved_model_tags", STRING, "Comma-separated set of tags of the meta graph to load."),

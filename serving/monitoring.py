@@ -59,7 +59,12 @@ class Monitoring:
             logger.warning("Prometheus monitoring is enabled but --rest_api_port is not: no page is served")
             return
         path = prometheus.path or metrics.DEFAULT_PATH
-        rest_server.add_route("GET", path, lambda request: _page(request, path))
+        rest_server.add_route(
+            "GET",
+            path,
+            lambda request: _page(request, path),
+            public=not self._options.auth_metrics,  # (--auth_metrics=false: scrapers need no token)
+        )
         logger.info("Prometheus metrics at %s on the REST port", path)
 
     def close(self) -> None:

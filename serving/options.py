@@ -36,6 +36,12 @@ class ServerOptions:
     rest_api_num_threads: int = field(default_factory=lambda: 4 * schedulable_cpus())
     rest_api_timeout_in_ms: int = 30000
     rest_api_enable_cors_support: bool = False
+    auth_token_file: str = ""  # extension: bearer tokens (serving/resources/auth.py)
+    auth_metrics: bool = True
+    access_log: str = ""  # extension: "stderr" or a path (serving/observability/access_log.py)
+    access_log_sampling_rate: float = 1.0
+    rest_api_cors_allowed_origins: str = ""  # extension: CORS for these origins only
+    rest_api_ssl_config_file: str = ""  # extension: HTTPS on the REST port (an SSLConfig file)
     rest_api_max_body_bytes: int = 64 << 20  # extension: larger bodies are answered 413
     # extension: the bytes of large requests in flight (serving/resources/request_bytes.py); -1: a
     # sixteenth of the memory the process may use, 0: no limit

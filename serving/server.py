@@ -23,7 +23,6 @@ from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from apis.tensorflow_serving.apis import model_service_pb2_grpc
-from apis.tensorflow_serving.config import ssl_config_pb2
 from runtime import errors
 from runtime.kernels.blas import set_blas_threads
 from serving.grpc_api import handlers as grpc_handlers
@@ -37,9 +36,9 @@ from serving.lifecycle.health import ModelHealth
 from serving.lifecycle.manager import status_string
 from serving.lifecycle.policy import swap_policies
 from serving.monitoring import Monitoring
-from serving.observability import metrics
+from serving.observability import access_log, metrics, tracing
 from serving.options import ServerOptions
-from serving.resources import request_bytes
+from serving.resources import auth, request_bytes, tls
 from serving.resources.drain import Drain, exit_process
 from serving.rest_api.server import start_rest_server
 from serving.server_core import ServerCore
@@ -98,6 +97,14 @@ def check_options(options: ServerOptions) -> None:
         raise errors.InvalidArgumentError(
             None, None, "Both server_options.model_base_path and server_options.model_config_file are empty!"
         )
+    if not 0.0 <= options.access_log_sampling_rate <= 1.0:
+        raise errors.InvalidArgumentError(
+            None,
+            None,
+            f"--access_log_sampling_rate must be in [0, 1], not {options.access_log_sampling_rate}",
+        )
+    if options.rest_api_ssl_config_file and options.rest_api_port:
+        tls.read_ssl_config(options.rest_api_ssl_config_file, "rest_api_ssl_config_file")
     if options.batching_parameters_file and not options.enable_batching:
         raise errors.InvalidArgumentError(
             None,
@@ -128,12 +135,19 @@ def credentials(options: ServerOptions) -> grpc.ServerCredentials | None:
     if not options.ssl_config_file:
         logger.info("Using InsecureServerCredentials")
         return None
-    ssl = model_config.read_text_proto_file(options.ssl_config_file, ssl_config_pb2.SSLConfig())
+    config = tls.SslConfigFile(options.ssl_config_file, "ssl_config_file")
     logger.info("Using SSL credentials")
-    return grpc.ssl_server_credentials(
-        [(ssl.server_key.encode(), ssl.server_cert.encode())],
-        root_certificates=ssl.custom_ca.encode() or None,
-        require_client_auth=ssl.client_verify,
+
+    def certificate(material: tls.TlsMaterial):
+        return grpc.ssl_server_certificate_configuration(
+            [(material.server_key, material.server_cert)], root_certificates=material.custom_ca
+        )
+
+    def fetch():  # at each handshake: a changed file's certificate, else None (keep the current)
+        return certificate(config.material) if config.refresh() else None
+
+    return grpc.dynamic_ssl_server_credentials(
+        certificate(config.material), fetch, require_client_authentication=config.material.client_verify
     )
 
 
@@ -262,6 +276,9 @@ def run_server(options: ServerOptions, on_serving: Callable[[], None] | None = N
 def _serve(options: ServerOptions, stop: threading.Event, state: dict, on_serving=None) -> int:
     try:
         check_options(options)
+        access_log.configure(options.access_log, options.access_log_sampling_rate)
+        auth.configure(options.auth_token_file)
+        tracing.configure()
         set_blas_threads(blas_threads(options))
         config = initial_config(options)
         core = ServerCore(options)
@@ -314,6 +331,7 @@ def _serve(options: ServerOptions, stop: threading.Event, state: dict, on_servin
         core.batching.stop(SHUTDOWN_GRACE_SECONDS)
     core.stop()
     monitoring.close()
+    tracing.shutdown()  # the spans still queued are exported
     logger.info("Server stopped")
     # Not grpcio's server.stop(): it would cancel the calls still arriving (serving/resources/drain.py).
     exit_process(0)

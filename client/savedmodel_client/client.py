@@ -59,7 +59,8 @@ class Client:
     retried, first after ``backoff`` seconds, doubling up to ``max_backoff``; ``root_certificates``,
     ``certificate_chain``, ``private_key``: PEM bytes or file paths, any of them turning TLS on
     (``tls=True`` alone: TLS with the system's CAs); ``channel_options``: more gRPC channel options
-    (messages of any size are allowed by default).
+    (messages of any size are allowed by default); ``auth_token``: a bearer token sent with every
+    call (``authorization: Bearer ...``, gRPC metadata or an HTTP header).
     """
 
     def __init__(
@@ -77,17 +78,20 @@ class Client:
         private_key=None,
         server_name: str | None = None,
         channel_options=(),
+        auth_token: str | None = None,
     ) -> None:
         pems = [_pem(x) for x in (root_certificates, certificate_chain, private_key)]
         config = TlsConfig(*pems, server_name) if tls or any(pems) or address.startswith("https://") else None
         if transport == "grpc":
             from savedmodel_client.grpc_transport import GrpcTransport
 
-            self._transport = GrpcTransport(address, tls=config, options=channel_options)
+            metadata = (("authorization", f"Bearer {auth_token}"),) if auth_token else ()
+            self._transport = GrpcTransport(address, tls=config, options=channel_options, metadata=metadata)
         elif transport == "rest":
             from savedmodel_client.rest_transport import RestTransport
 
-            self._transport = RestTransport(address, tls=config)
+            headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else {}
+            self._transport = RestTransport(address, tls=config, headers=headers)
         else:
             raise ValueError(f"transport is 'grpc' or 'rest', not {transport!r}")
         self.transport = transport

@@ -47,8 +47,9 @@ def channel(address: str, *, tls=None, options=()) -> grpc.Channel:
 class GrpcTransport:
     """The calls over one channel; each takes a timeout in seconds (None: no deadline)."""
 
-    def __init__(self, address: str, *, tls=None, options=()) -> None:
+    def __init__(self, address: str, *, tls=None, options=(), metadata=()) -> None:
         self._channel = channel(address, tls=tls, options=options)
+        self._metadata = tuple(metadata)
         self._predictions = prediction_service_pb2_grpc.PredictionServiceStub(self._channel)
         self._models = model_service_pb2_grpc.ModelServiceStub(self._channel)
 
@@ -61,20 +62,20 @@ class GrpcTransport:
         for alias, (value, dtype) in inputs.items():
             request.inputs[alias].CopyFrom(make_tensor_proto(value, dtype=dtype))
         request.output_filter.extend(output_filter or ())
-        response = _call(self._predictions.Predict, request, timeout)
+        response = _call(self._predictions.Predict, request, timeout, self._metadata)
         return {alias: make_ndarray(tensor) for alias, tensor in sorted(response.outputs.items())}
 
     def classify(self, spec, examples, context, timeout) -> list[list[tuple[str, float]]]:
         request = classification_pb2.ClassificationRequest()
         spec.fill(request.model_spec)
         _fill_input(request.input, examples, context)
-        return classes(_call(self._predictions.Classify, request, timeout).result)
+        return classes(_call(self._predictions.Classify, request, timeout, self._metadata).result)
 
     def regress(self, spec, examples, context, timeout) -> np.ndarray:
         request = regression_pb2.RegressionRequest()
         spec.fill(request.model_spec)
         _fill_input(request.input, examples, context)
-        return values(_call(self._predictions.Regress, request, timeout).result)
+        return values(_call(self._predictions.Regress, request, timeout, self._metadata).result)
 
     def multi_inference(self, spec, tasks, examples, context, timeout) -> list:
         request = inference_pb2.MultiInferenceRequest()
@@ -85,7 +86,7 @@ class GrpcTransport:
             spec.fill(task.model_spec, with_signature=False)
             task.model_spec.signature_name = signature_name
         _fill_input(request.input, examples, context)
-        response = _call(self._predictions.MultiInference, request, timeout)
+        response = _call(self._predictions.MultiInference, request, timeout, self._metadata)
         return [
             classes(result.classification_result)
             if result.HasField("classification_result")
@@ -96,7 +97,7 @@ class GrpcTransport:
     def metadata(self, spec, timeout) -> dict:
         request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
         spec.fill(request.model_spec, with_signature=False)
-        response = _call(self._predictions.GetModelMetadata, request, timeout)
+        response = _call(self._predictions.GetModelMetadata, request, timeout, self._metadata)
         signatures = get_model_metadata_pb2.SignatureDefMap()
         response.metadata["signature_def"].Unpack(signatures)
         return {  # as TF Serving's REST API prints them: field names kept, defaults printed
@@ -107,7 +108,7 @@ class GrpcTransport:
     def status(self, spec, timeout) -> list[dict]:
         request = get_model_status_pb2.GetModelStatusRequest()
         spec.fill(request.model_spec, with_signature=False)
-        response = _call(self._models.GetModelStatus, request, timeout)
+        response = _call(self._models.GetModelStatus, request, timeout, self._metadata)
         return [
             {
                 "version": entry.version,
@@ -119,9 +120,9 @@ class GrpcTransport:
         ]
 
 
-def _call(method, request, timeout):
+def _call(method, request, timeout, metadata=()):
     try:
-        return method(request, timeout=timeout)
+        return method(request, timeout=timeout, metadata=metadata or None)
     except grpc.RpcError as error:
         raise ServingError.from_rpc(error) from None
 

@@ -29,7 +29,8 @@ _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 class RestTransport:
     """The calls against ``address`` ("host:port" or an http(s):// URL)."""
 
-    def __init__(self, address: str, *, tls=None) -> None:
+    def __init__(self, address: str, *, tls=None, headers=None) -> None:
+        self._headers = dict(headers or {})
         url = urlsplit(address if "://" in address else ("https://" if tls else "http://") + address)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"not a REST address: {address!r}")
@@ -109,7 +110,7 @@ class RestTransport:
 
     def _request(self, method: str, path: str, document, timeout) -> dict:
         body = None if document is None else json.dumps(document).encode()
-        headers = {"Content-Type": "application/json"} if body is not None else {}
+        headers = {"Content-Type": "application/json", **self._headers} if body is not None else self._headers
         for attempt in (0, 1):  # a kept-alive connection the server closed: once more on a new one
             connection, reused = self._connection(timeout)
             try:

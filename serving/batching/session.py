@@ -31,6 +31,7 @@ from serving.batching.parameters import QueueOptions
 from serving.batching.scheduler import BatchQueue, SharedBatchScheduler
 from serving.batching.tasks import BatchTask
 from serving.inference import signatures
+from serving.observability import tracing
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +194,8 @@ class BatchingSession:
         if batcher is None:
             return self._wrapped.run(fetches, feed_dict, options=options, run_metadata=run_metadata)
         timeout_ms = options.timeout_in_ms if options is not None else 0
-        outputs = batcher.call([feeds[name] for name in key[0]], timeout_ms)
+        with tracing.span("batching queue"):  # (waiting for its batch, and the batch's run)
+            outputs = batcher.call([feeds[name] for name in key[0]], timeout_ms)
         index = {name: i for i, name in enumerate(key[1])}
         values = [outputs[index[name]] for name in names]
         return values[0] if isinstance(fetches, str) else values
@@ -216,7 +218,8 @@ class BatchingSession:
                 raise TypeError(f"Expected {len(order)} feed arguments, got {len(feed_values)}")
             if options is not None:
                 timeout_ms = options.timeout_in_ms
-            outputs = batcher.call([feed_values[i] for i in order], timeout_ms)
+            with tracing.span("batching queue"):  # (waiting for its batch, and the batch's run)
+                outputs = batcher.call([feed_values[i] for i in order], timeout_ms)
             return outputs[picks[0]] if single else [outputs[i] for i in picks]
 
         return call

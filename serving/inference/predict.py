@@ -28,7 +28,7 @@ from apis.tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 from apis.tensorflow_serving.apis import model_pb2, predict_pb2
 from runtime import errors, wire
 from serving.inference import signatures, tensor_codec
-from serving.observability import metrics
+from serving.observability import access_log, metrics, tracing
 
 
 def predict(core, request: predict_pb2.PredictRequest, deadline: float | None = None):
@@ -39,7 +39,12 @@ def predict(core, request: predict_pb2.PredictRequest, deadline: float | None = 
 def predict_wire(core, request: predict_pb2.PredictRequest, deadline: float | None = None) -> bytes:
     """``predict`` as the serialized PredictResponse, what gRPC sends: assembled as wire bytes,
     never built as a message nor serialized."""
-    return answer(core, request, deadline).wire()
+    outputs = answer(core, request, deadline)
+    access_log.note_version(outputs.version)  # (the bytes do not say it to the access log)
+    if tracing.TRACER is None:
+        return outputs.wire()
+    with tracing.span("encode"):
+        return outputs.wire()
 
 
 def predict_outputs(core, request: predict_pb2.PredictRequest, deadline: float | None = None):
@@ -107,7 +112,8 @@ def run(
     if values is None:
         feed_values, fetches, aliases = pre_process(signature, request, method_name_check=method_name_check)
         start = _clock()
-        values = signature.run(fetches, feed_values, run_options, timeout_ms)
+        with tracing.span("Session run"):
+            values = signature.run(fetches, feed_values, run_options, timeout_ms)
         metrics.runtime_done(model_name, "Predict", _clock() - start)
     if len(values) != len(aliases):
         raise errors.UnknownError(None, None, "Predict internal error")
@@ -235,7 +241,11 @@ class PredictSignature:
             values.append(value)
         start = _clock()
         try:
-            outputs = self._run_all(*values, options=options, timeout_ms=timeout_ms)
+            if tracing.TRACER is None:
+                outputs = self._run_all(*values, options=options, timeout_ms=timeout_ms)
+            else:
+                with tracing.span("Session run"):
+                    outputs = self._run_all(*values, options=options, timeout_ms=timeout_ms)
         except (ValueError, TypeError) as e:
             raise signatures.refused_feeds(e) from e
         metrics.runtime_done(model_name, "Predict", _clock() - start)

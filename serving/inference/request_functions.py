@@ -4,8 +4,9 @@ gRPC's servicers (``serving.grpc_api.services``, ``serving.lifecycle.model_servi
 (``serving.rest_api.routes``) hold a ``RequestFunctions`` and call nothing else: each builds the same
 request proto and calls the same transport-free function. ``instrument`` wraps every
 inference function once per transport with what TF Serving does around a request: the
-request count by status, the latency of successes (``serving.observability.metrics``), and the sampled
-request log (``serving.observability.request_log``). So metrics and logs are counted once, in one place,
+request count by status, the latency of successes (``serving.observability.metrics``), the sampled
+request log (``serving.observability.request_log``), and what the access log's line says was served
+(``serving.observability.access_log.note``). So metrics and logs are counted once, in one place,
 never per method or per transport.
 """
 
@@ -24,7 +25,7 @@ from serving.inference.multi_inference import multi_inference
 from serving.inference.predict import predict, predict_outputs, predict_wire
 from serving.inference.regress import regress
 from serving.lifecycle.model_service import get_model_status
-from serving.observability import metrics
+from serving.observability import access_log, metrics, tracing
 
 
 @contextlib.contextmanager
@@ -83,7 +84,8 @@ def instrument(functions: RequestFunctions, entrypoint: str, request_logger=None
 def _counted_decoding(entrypoint: str, api: str, request):
     start = time.perf_counter()
     try:
-        yield
+        with tracing.span("decode"):
+            yield
     except Exception as e:
         spec = _model_spec(request)
         metrics.request_done(
@@ -93,7 +95,7 @@ def _counted_decoding(entrypoint: str, api: str, request):
 
 
 def _instrumented(function: Callable, api: str, kind: str, entrypoint: str, request_logger) -> Callable:
-    clock, done = time.perf_counter, metrics.request_done
+    clock, done, current = time.perf_counter, metrics.request_done, access_log.CURRENT.get
 
     def call(core, request, deadline=None):
         start = clock()
@@ -102,15 +104,34 @@ def _instrumented(function: Callable, api: str, kind: str, entrypoint: str, requ
         except Exception as e:
             spec = _model_spec(request)
             done(spec.name, spec.signature_name, api, entrypoint, _code(e), clock() - start)
+            if current() is not None:
+                access_log.note(spec.name, spec.signature_name, None)
             raise
         spec = _model_spec(request)
         done(spec.name, spec.signature_name, api, entrypoint, errors.OK, clock() - start)
+        if current() is not None:
+            access_log.note(spec.name, spec.signature_name or _DEFAULT_SIGNATURE, _served_version(response))
         if request_logger is not None:
             request_logger.log(kind, spec.name, spec.signature_name, request, response)
         return response
 
     call.__name__ = getattr(function, "__name__", api)
     return call
+
+
+_DEFAULT_SIGNATURE = "serving_default"  # what a request naming no signature was served by
+
+
+def _served_version(response) -> int | None:
+    """The version a response says it came from (None where it does not say)."""
+    version = getattr(response, "version", None)  # PredictOutputs
+    if isinstance(version, int):
+        return version
+    spec = getattr(response, "model_spec", None)
+    if spec is None:  # MultiInference: its first result's
+        results = getattr(response, "results", None)
+        spec = results[0].model_spec if results else None
+    return spec.version.value if spec is not None and spec.HasField("version") else None
 
 
 def _code(e: Exception) -> int:

@@ -34,6 +34,7 @@ from serving.inference import signatures
 from serving.inference.metadata import SIGNATURE_DEF
 from serving.inference.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
 from serving.lifecycle import memory_budget
+from serving.observability import tracing
 from serving.rest_api import json_examples, json_tensor, json_text, json_writer
 
 logger = logging.getLogger(__name__)
@@ -148,7 +149,8 @@ class RestApi:
                 lambda name: self._input_dtypes(message.model_spec, name),
             )
         response = self.functions.predict_outputs(self._core, message, self._deadline)
-        return json_tensor.outputs_json(response.arrays(), form)
+        with tracing.span("encode"):
+            return json_tensor.outputs_json(response.arrays(), form)
 
     def _input_dtypes(self, model_spec, signature_name: str) -> dict[str, int]:
         """``GetInfoMap``: the signature's inputs (alias -> dtype) on the servable the request

@@ -4,7 +4,9 @@ An aiohttp server (its C HTTP parser; uvloop's event loop where installed) runs 
 loop thread of its own; HTTP/1.1 keep-alive, chunked and gzip bodies are aiohttp's. The
 requests themselves run on ``--rest_api_num_threads`` worker threads (TF Serving's
 ``RequestExecutor``), so a slow model never holds the loop: the probes and other connections
-are still answered.
+are still answered. With ``--rest_api_ssl_config_file`` (ours: TF Serving's REST port has no TLS)
+the port speaks HTTPS only, requiring client certificates where the SSLConfig says
+``client_verify``; a changed file is loaded within a second (``serving/resources/tls.py``).
 
 Routes, as TF Serving's ``RestApiRequestDispatcher`` and ``evhttp`` have them:
 
@@ -12,6 +14,8 @@ Routes, as TF Serving's ``RestApiRequestDispatcher`` and ``evhttp`` have them:
   ``serving.rest_api.routes.RestApi`` answers, JSON with ``Content-Type: application/json``; OPTIONS is
   a CORS preflight (200 with an ``http(s)://`` Origin, else 400, empty either way);
   ``--rest_api_enable_cors_support`` adds TF Serving's three CORS headers to these answers;
+  ``--rest_api_cors_allowed_origins`` (ours) adds them, with the caller's origin, only to answers
+  to an allowed ``Origin`` (``Vary: Origin`` on every answer), and refuses others' preflights 403;
 - any method on ``/v2`` or a path under it (unless ``--enable_open_inference_protocol=false``):
   ``serving.rest_api.open_inference.OpenInferenceApi`` answers, the Open Inference Protocol
   (KServe V2), its request headers read (the binary data extension), its replies' content type
@@ -33,20 +37,25 @@ is all three. /readyz turns 503 through the shared ``Readiness``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import re
 import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from aiohttp import web
 
+from runtime import errors as op_errors
 from serving import errors
 from serving.inference.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
 from serving.lifecycle.health import Readiness
+from serving.observability import access_log, tracing
+from serving.resources import auth, tls
 from serving.resources.drain import REFUSAL_MESSAGE, Drain
 from serving.resources.request_bytes import Ticket
 from serving.rest_api import json_tensor
@@ -80,6 +89,7 @@ NOT_FOUND_PAGE = (
 _ORIGIN = re.compile(r"https?://")
 _REASONS = {499: "Client Closed Request"}  # TF Serving's CLIENT_CLOSED_REQUEST, not in http's list
 _CLOSE_TIMEOUT = 5.0
+_TLS_POLL_SECONDS = 1.0  # how soon a rotated --rest_api_ssl_config_file is served
 
 
 class Request(NamedTuple):
@@ -94,6 +104,7 @@ class Request(NamedTuple):
 class Route(NamedTuple):
     handler: Callable[[Request], Reply]
     inline: bool  # run on the event loop (cheap, never blocks) rather than a worker thread
+    public: bool = False  # answered without a token under --auth_token_file (probes)
 
 
 class RestServer:
@@ -121,28 +132,42 @@ class RestServer:
         self._reuse_port = reuse_port
         self._drain = drain or Drain()
         self._cors = options.rest_api_enable_cors_support
+        self._origins = cors_origins(getattr(options, "rest_api_cors_allowed_origins", ""))
+        ssl_config = getattr(options, "rest_api_ssl_config_file", "")
+        self._tls = tls.SslConfigFile(ssl_config, "rest_api_ssl_config_file") if ssl_config else None
+        self._ssl_context = self._tls.server_context() if self._tls is not None else None
         self._max_body = options.rest_api_max_body_bytes
         self._address = (host, options.rest_api_port)
         self._workers = ThreadPoolExecutor(
             max(1, options.rest_api_num_threads), thread_name_prefix="httprestserver"
         )
         self._routes: dict[tuple[str, str], Route] = {}
-        self.add_route("GET", "/healthz", lambda request: liveness_json(), inline=True)
-        self.add_route("GET", "/readyz", lambda request: readiness_json(readiness.reason()), inline=True)
+        self.add_route("GET", "/healthz", lambda request: liveness_json(), inline=True, public=True)
+        self.add_route(
+            "GET", "/readyz", lambda request: readiness_json(readiness.reason()), inline=True, public=True
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.ServerRunner | None = None
         self._site: web.SockSite | None = None
         self.port = 0
+        self._rotation: asyncio.Future | None = None
         self._in_flight = 0  # changed on the loop only
         self._draining = False
 
     def add_route(
-        self, method: str, path: str, handler: Callable[[Request], Reply], *, inline: bool = False
+        self,
+        method: str,
+        path: str,
+        handler: Callable[[Request], Reply],
+        *,
+        inline: bool = False,
+        public: bool = False,
     ) -> None:
         """Answer ``method`` on exactly ``path`` (query ignored) with ``handler``; ``inline``
-        runs it on the event loop (only for what never blocks), else on a worker thread."""
-        self._routes[(method, path)] = Route(handler, inline)
+        runs it on the event loop (only for what never blocks), else on a worker thread;
+        ``public``: without a token under ``--auth_token_file``."""
+        self._routes[(method, path)] = Route(handler, inline, public)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -166,8 +191,20 @@ class RestServer:
         server = web.Server(self._handle, access_log=None)
         self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
-        self._site = web.SockSite(self._runner, sock)
+        self._site = web.SockSite(self._runner, sock, ssl_context=self._ssl_context)
         await self._site.start()
+        if self._tls is not None:
+            self._rotation = asyncio.ensure_future(self._rotate_certificate())
+
+    async def _rotate_certificate(self) -> None:
+        """Load a changed --rest_api_ssl_config_file into the live context, once a second: the
+        connections accepted after it get the new certificate."""
+        while True:
+            await asyncio.sleep(_TLS_POLL_SECONDS)
+            try:
+                self._tls.reload_context(self._ssl_context)
+            except Exception:  # noqa: BLE001 - a rotation that fails keeps the old certificate
+                logger.exception("Reloading the REST API's TLS certificate")
 
     def stop_accepting(self) -> None:
         """Close the listening socket; requests on open connections are still answered, each
@@ -188,6 +225,9 @@ class RestServer:
         """Close every connection and end the loop and the workers (a request still running
         ends with the process). Stopping twice is stopping once."""
         runner, self._runner = self._runner, None
+        rotation, self._rotation = self._rotation, None
+        if rotation is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(rotation.cancel)
         if runner is not None and self._loop is not None:
             try:
                 asyncio.run_coroutine_threadsafe(runner.cleanup(), self._loop).result(_CLOSE_TIMEOUT)
@@ -214,13 +254,80 @@ class RestServer:
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         self._in_flight += 1
+        record = token = None
         try:
-            response = await self._respond(request)
+            if access_log.ACTIVE is not None:  # one line per request; its id in the answer
+                record = access_log.ACTIVE.start(
+                    "rest",
+                    f"{request.method} {request.raw_path.partition('?')[0]}",
+                    request.remote or "",
+                    request.headers.get(access_log.REQUEST_ID),
+                    request.content_length or 0,
+                )
+                token = access_log.CURRENT.set(record)  # (copied to the worker thread)
+            refusal = self._unauthorized(request) if auth.ACTIVE is not None else None
+            if refusal is not None:
+                response = refusal
+            elif tracing.TRACER is not None:
+                response = await self._traced(request)
+            else:
+                response = await self._respond(request)
         finally:
             self._in_flight -= 1
+            if token is not None:  # (a connection's requests share one task)
+                access_log.CURRENT.reset(token)
+        if record is not None:
+            response.headers[access_log.REQUEST_ID] = record.request_id
+            record.status = str(response.status)
+            body = getattr(response, "body", None)
+            record.response_bytes = len(body) if isinstance(body, bytes | bytearray) else 0
+            if not record.model:
+                record.model = _model_in_path(request.raw_path)
+            access_log.ACTIVE.finish(record)
+        if self._origins is not None:
+            origin = request.headers.get("Origin")
+            response.headers["Vary"] = "Origin"  # caches keep one answer per origin
+            if origin is not None and self._allowed(origin):
+                response.headers.update({**CORS_HEADERS, "Access-Control-Allow-Origin": origin})
         if self._draining or self._drain.draining:  # the next request opens a connection
             response.force_close()
         return response
+
+    async def _traced(self, request: web.BaseRequest) -> web.StreamResponse:
+        """``_respond`` in a server span joining the caller's ``traceparent``."""
+        path = request.raw_path.partition("?")[0]
+        carrier = {
+            k.lower(): v for k, v in request.headers.items() if k.lower() in ("traceparent", "tracestate")
+        }
+        attributes = {"http.request.method": request.method, "url.path": path}
+        with tracing.request_span(f"{request.method} {path}", carrier, attributes):
+            response = await self._respond(request)
+            tracing.set_status(str(response.status), response.status < 400)
+            return response
+
+    def _unauthorized(self, request: web.BaseRequest) -> web.Response | None:
+        """401 (no token, or one the file lacks) or 403 (a token that may not call the model the
+        path names), checked before the body is read; None for a call that may go on."""
+        path = request.raw_path.partition("?")[0]
+        route = self._routes.get((request.method, path))
+        if (
+            (route is not None and route.public)
+            or _PUBLIC_PATH.fullmatch(path)
+            or request.method == "OPTIONS"
+        ):
+            return None
+        model = _model_in_path(path)
+        try:
+            auth.ACTIVE.authorize(
+                request.headers.get("Authorization"), (model,) if model else auth.EVERY_MODEL
+            )
+        except op_errors.OpError as e:
+            status = errors.http_status(e.code)
+            headers = {"Content-Type": JSON_CONTENT_TYPE}
+            if status == 401:
+                headers["WWW-Authenticate"] = "Bearer"
+            return self._response(Reply(status, json_tensor.error_json(e.message).encode()), headers)
+        return None
 
     async def _respond(self, request: web.BaseRequest) -> web.StreamResponse:
         path = request.raw_path
@@ -241,7 +348,9 @@ class RestServer:
         if route.inline:
             reply = route.handler(call)
         else:
-            reply = await asyncio.get_running_loop().run_in_executor(self._workers, route.handler, call)
+            reply = await asyncio.get_running_loop().run_in_executor(
+                self._workers, contextvars.copy_context().run, route.handler, call
+            )
         return self._response(reply, {"Content-Type": reply.content_type})
 
     def _v1(self, method: str, path: str, headers, body: bytes) -> Reply:
@@ -251,8 +360,10 @@ class RestServer:
         """``process(method, path, headers, body)``'s reply, the request admitted by its size and
         refused while draining."""
         if request.method == "OPTIONS":  # a CORS preflight: no body, no Content-Type
-            ok = _ORIGIN.search(request.headers.get("Origin", ""))
-            return self._response(Reply(200 if ok else 400, b""), {})
+            origin = request.headers.get("Origin", "")
+            if self._origins is not None:
+                return self._response(Reply(200 if self._allowed(origin) else 403, b""), {})
+            return self._response(Reply(200 if _ORIGIN.search(origin) else 400, b""), {})
         if self._drain.refusing:  # shutting down: 503, which clients and proxies retry elsewhere
             self._drain.refused()
             body = json_tensor.error_json(REFUSAL_MESSAGE).encode()
@@ -272,8 +383,14 @@ class RestServer:
                 if ticket is None:
                     return self._too_many_bytes(len(body))
             loop = asyncio.get_running_loop()
-            reply = await loop.run_in_executor(
-                self._workers, process, request.method, path, request.headers, body
+            reply = await loop.run_in_executor(  # (the context: the access log's record)
+                self._workers,
+                contextvars.copy_context().run,
+                process,
+                request.method,
+                path,
+                request.headers,
+                body,
             )
             return self._response(reply, {"Content-Type": reply.content_type, **dict(reply.headers)})
         finally:
@@ -305,8 +422,11 @@ class RestServer:
             Reply(errors.http_status(error.code), body), {"Content-Type": JSON_CONTENT_TYPE}
         )
 
+    def _allowed(self, origin: str) -> bool:
+        return origin.rstrip("/").lower() in self._origins or "*" in self._origins
+
     def _response(self, reply: Reply, headers: dict) -> web.Response:
-        if self._cors:
+        if self._cors and self._origins is None:
             headers.update(CORS_HEADERS)
         return web.Response(
             status=reply.status, reason=_REASONS.get(reply.status), body=reply.body, headers=headers
@@ -341,6 +461,23 @@ class RestServer:
         )
         response.force_close()  # the rest of the body is never read
         return response
+
+
+_MODEL_IN_PATH = re.compile(r"/v[12]/models/([^/:?]+)")
+# The Open Inference Protocol's probes, public under --auth_token_file as /healthz and /readyz are.
+_PUBLIC_PATH = re.compile(r"/v2/health/(live|ready)|/v2/models/[^/]+(/versions/[^/]+)?/ready")
+
+
+def _model_in_path(path: str) -> str:
+    """The model a REST path names (for lines of calls the request functions did not see)."""
+    match = _MODEL_IN_PATH.match(path)
+    return urllib.parse.unquote(match.group(1)) if match else ""
+
+
+def cors_origins(flag: str) -> frozenset[str] | None:
+    """``--rest_api_cors_allowed_origins`` as a set of lower-case origins; None when not set."""
+    origins = frozenset(o.strip().rstrip("/").lower() for o in flag.split(",") if o.strip())
+    return origins or None
 
 
 def start_rest_server(

@@ -43,8 +43,15 @@ def count(calls) -> dict[str, int]:
 class PredictLoad:
     """See the module docstring. Use as a context manager; ``calls`` is complete after exit."""
 
-    def __init__(self, address: str, request: bytes, clients: int = 16, connect_timeout: float = 60) -> None:
-        self.address, self.request = address, request
+    def __init__(
+        self,
+        address: str,
+        request: bytes,
+        clients: int = 16,
+        connect_timeout: float = 60,
+        method: str = PREDICT,
+    ) -> None:
+        self.address, self.request, self.method = address, request, method
         self.port = int(address.rsplit(":", 1)[1])
         self.calls: list[Call] = []
         self.client_ports: list[int] = []
@@ -58,7 +65,7 @@ class PredictLoad:
         for i in range(self._clients):
             before = sockets.own_connections(self.port)
             channel = grpc.insecure_channel(self.address, options=OWN_CONNECTION)
-            channel.unary_unary(PREDICT)(self.request, timeout=self._connect_timeout, wait_for_ready=True)
+            channel.unary_unary(self.method)(self.request, timeout=self._connect_timeout, wait_for_ready=True)
             new = sockets.own_connections(self.port) - before
             assert len(new) == 1, f"client {i}: expected one new connection, found {sorted(new)}"
             self._channels.append(channel)
@@ -77,7 +84,7 @@ class PredictLoad:
 
     def _client(self, index: int) -> None:
         rng, backoff = random.Random(index), 0.0
-        call = self._channels[index].unary_unary(PREDICT)
+        call = self._channels[index].unary_unary(self.method)
         while not self._stop.is_set():
             sent = time.monotonic()
             try:

@@ -511,6 +511,41 @@ def test_cors_headers_and_preflight(model_server, model_dir, free_port):
     assert (status, body) == (400, b"")
 
 
+def test_cors_allowed_origins(model_server, model_dir, free_port):
+    """--rest_api_cors_allowed_origins: the CORS headers, with the caller's origin, for the listed
+    origins only; a preflight from another is 403; every answer says Vary: Origin."""
+    requires_model("half_plus_two")
+    _, rest = start(
+        model_server,
+        free_port,
+        "--rest_api_cors_allowed_origins=https://app.example.com, http://localhost:3000/",
+        "--model_name=half_plus_two",
+        f"--model_base_path={model_dir('half_plus_two')}",
+    )
+    path = "/v1/models/half_plus_two:predict"
+    for origin in ("https://app.example.com", "http://localhost:3000", "HTTPS://APP.example.com"):
+        status, headers, _ = rest.call("POST", path, {"instances": [[1.0]]}, {"Origin": origin})
+        assert status == 200
+        assert headers["Access-Control-Allow-Origin"] == origin
+        assert headers["Access-Control-Allow-Methods"] == "POST, GET"
+        assert headers["Access-Control-Allow-Headers"] == "Content-Type"
+        assert headers["Vary"] == "Origin"
+        status, headers, body = rest.call("OPTIONS", path, None, {"Origin": origin})
+        assert (status, body, headers["Access-Control-Allow-Origin"]) == (200, b"", origin)
+    for headers_sent in (
+        {"Origin": "https://evil.example.com"},
+        {"Origin": "https://app.example.com.evil"},
+        {},
+    ):
+        status, headers, _ = rest.call("POST", path, {"instances": [[1.0]]}, headers_sent)
+        assert status == 200  # answered, but no browser may read it
+        assert "Access-Control-Allow-Origin" not in headers and headers["Vary"] == "Origin"
+        status, headers, _ = rest.call("OPTIONS", path, None, headers_sent)
+        assert status == 403 and "Access-Control-Allow-Origin" not in headers
+    status, headers, _ = rest.call("GET", "/v2/health/ready", None, {"Origin": "http://localhost:3000"})
+    assert (status, headers["Access-Control-Allow-Origin"]) == (200, "http://localhost:3000")
+
+
 def test_a_body_over_the_limit_is_answered_413_and_the_server_goes_on(model_server, model_dir, free_port):
     requires_model("half_plus_two")
     _, rest = start(

@@ -157,9 +157,26 @@ FLAGS: tuple[Flag, ...] = (
         "If non-empty, read an ascii MonitoringConfig protobuf from the supplied file name",
     ),
     Flag("remove_unused_fields_from_bundle_metagraph", BOOL, "Accepted."),
-    Flag("prefer_tflite_model", BOOL, "TensorFlow Lite models (not supported)."),
-    Flag("num_tflite_pools", INT32, "TensorFlow Lite interpreter pools (not supported)."),
-    Flag("num_tflite_interpreters_per_pool", INT32, "TensorFlow Lite interpreters (not supported)."),
+    Flag(
+        "prefer_tflite_model",
+        BOOL,
+        "Prefer TensorFlow Lite model from `model.tflite` file in SavedModel directory, instead of the "
+        "TensorFlow model from `saved_model.pb` file. If no TensorFlow Lite model found, fallback to "
+        "TensorFlow model. Runs on LiteRT: pip install 'savedmodel-server[tflite]'.",
+    ),
+    Flag(
+        "num_tflite_pools",
+        INT32,
+        "Number of TFLite interpreters in the interpreter pool of each TF Lite model version (at "
+        "least 1). If not set, will be auto set based on number of CPUs.",
+    ),
+    Flag(
+        "num_tflite_interpreters_per_pool",
+        INT32,
+        "Above 1, each TF Lite model version batches concurrent requests itself, as TF Serving does: "
+        "one batch thread per interpreter, batches of up to ceil(500 / this) rows (or the model's "
+        "fixed batch size). If not set, will be 1.",
+    ),
     Flag("enable_signature_method_name_check", BOOL, "Enable method_name check for SignatureDef."),
     Flag("xla_cpu_compilation_enabled", BOOL, "Accepted; there is no XLA here."),
     Flag("xla_gpu_compilation_enabled", BOOL, "Accepted; there is no XLA here."),
@@ -169,7 +186,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("skip_initialize_tpu", BOOL, "Accepted; there is no TPU here."),
     Flag("enable_grpc_healthcheck_service", BOOL, "The gRPC health service is always on here."),
     Flag("enable_serialization_as_tensor_content", BOOL, "Serialize predict responses as tensor_content."),
-    Flag("use_tflite_model", BOOL, "Older name of --prefer_tflite_model (not supported)."),
+    Flag("use_tflite_model", BOOL, "Older name of --prefer_tflite_model."),
     # Ours, not TF Serving's: TF Serving always listens on 0.0.0.0.
     Flag(
         "grpc_bind_address",
@@ -284,8 +301,6 @@ _NOT_ACTIVE = (
     "tensorflow_session_config_file",
     "thread_pool_factory_config_file",
     "mixed_precision",
-    "prefer_tflite_model",
-    "use_tflite_model",
     "use_alts_credentials",
 )
 

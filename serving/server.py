@@ -31,6 +31,7 @@ from serving.grpc_api import services as grpc_service
 from serving.grpc_api.services import ModelServiceServicer
 from serving.inference.bundles import blas_threads, session_config
 from serving.inference.request_functions import DEFAULT_FUNCTIONS, RequestFunctions
+from serving.inference.tflite import require_litert
 from serving.lifecycle import model_config
 from serving.lifecycle.health import ModelHealth
 from serving.lifecycle.manager import status_string
@@ -112,6 +113,8 @@ def check_options(options: ServerOptions) -> None:
             "server_options.batching_parameters_file is set without setting server_options.enable_batching to true.",
         )
     session_config(options)  # parallelism flags
+    if options.prefer_tflite_model or options.use_tflite_model:
+        require_litert()  # the tflite extra: one clear error at start-up, not one per version
     swap_policies(options.aspired_version_policy)
     if options.model_memory_budget_bytes < 0:
         raise errors.InvalidArgumentError(

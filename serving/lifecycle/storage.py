@@ -87,9 +87,11 @@ def open_file_system(url: str, storage_options: Mapping[str, Mapping] | None = N
 
 
 def incomplete(files: Mapping[str, object]) -> str | None:
-    """Why a version's files (relative paths) are not yet a whole SavedModel, or None."""
+    """Why a version's files (relative paths) are not yet a whole SavedModel, or None. A version
+    of only a ``model.tflite`` is whole (``--prefer_tflite_model`` serves it; the loader says so
+    otherwise)."""
     if "saved_model.pb" not in files and "saved_model.pbtxt" not in files:
-        return "no saved_model.pb yet"
+        return None if "model.tflite" in files else "no saved_model.pb yet"
     variables = [p for p in files if p.startswith("variables/")]
     if not variables:
         return None

@@ -5,7 +5,8 @@ and every configured model has an available version). A model is ready while the
 for (else any) is available; a model or version the server does not know is NOT_FOUND.
 Metadata comes from the signature a request would use (``serving_default``): its input and
 output keys, their V2 datatypes and shapes (-1 for a dimension of any size, ``[-1]`` for a
-tensor of any rank); versions are the versions served, as strings.
+tensor of any rank); versions are the versions served, as strings; the platform is
+``tensorflow_savedmodel``, or ``tensorflow_lite`` for a version served from its ``model.tflite``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from serving.open_inference.infer import version_number
 
 SERVER_NAME = "savedmodel-server"
 EXTENSIONS = ("binary_tensor_data",)
-PLATFORM = "tensorflow_savedmodel"
+PLATFORM = "tensorflow_savedmodel"  # a bundle may name its own (``platform``: TF Lite's)
 
 
 @dataclasses.dataclass
@@ -62,6 +63,7 @@ def model_metadata(core, name: str, version: str, deadline: float | None = None)
     """The metadata of ``name`` (its version ``version``, else the latest)."""
     spec = _model_spec(name, version)
     with signatures.servable(core, spec, deadline) as servable:
+        platform = getattr(servable.bundle, "platform", PLATFORM)
         signature = signatures.signature_defs(servable).get(signatures.DEFAULT_SERVING_SIGNATURE_DEF_KEY)
         if signature is None:
             raise errors.FailedPreconditionError(
@@ -72,7 +74,7 @@ def model_metadata(core, name: str, version: str, deadline: float | None = None)
         inputs = [_tensor(key, signature.inputs[key]) for key in sorted(signature.inputs)]
         outputs = [_tensor(key, signature.outputs[key]) for key in sorted(signature.outputs)]
     versions = [str(v) for v in sorted(core.manager.available_versions(name))]
-    return ModelMetadata(name, versions, PLATFORM, inputs, outputs)
+    return ModelMetadata(name, versions, platform, inputs, outputs)
 
 
 def _model_spec(name: str, version: str):

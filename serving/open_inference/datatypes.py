@@ -129,12 +129,12 @@ def raw_content(data: bytes, datatype: str, shape: tuple, name: str) -> bytes | 
     """``data`` itself where it is the ``tensor_content`` of the tensor it claims to be (a numeric
     datatype, on a little-endian host, of the size the shape says: checked as ``from_raw``
     checks it); None for BYTES and big-endian hosts, which ``from_raw`` reads."""
-    if datatype == "BYTES" or not _LITTLE_ENDIAN:
+    if datatype == "BYTES" or not RAW_IS_CONTENT:
         return None
     expected = None
     if all(type(d) is int for d in shape):  # (a cache keyed by True or 1.0 would take them for 1)
         try:
-            expected = _raw_size(datatype, shape)
+            expected = raw_size(datatype, shape)
         except errors.InvalidArgumentError:  # not kept: raised again below, with the input's name
             pass
     if len(data) != expected:
@@ -143,11 +143,12 @@ def raw_content(data: bytes, datatype: str, shape: tuple, name: str) -> bytes | 
 
 
 @functools.lru_cache(maxsize=1024)  # (datatype, shape) pairs: a few per model and batch size
-def _raw_size(datatype: str, shape: tuple) -> int:
+def raw_size(datatype: str, shape: tuple) -> int:
+    """The bytes of a numeric tensor's raw data (shape: ints; INVALID_ARGUMENT for a bad one)."""
     return element_count(shape, "") * numpy_dtype(datatype).itemsize
 
 
-_LITTLE_ENDIAN = sys.byteorder == "little"
+RAW_IS_CONTENT = sys.byteorder == "little"  # raw data (little-endian) is a tensor_content as it is
 
 
 def _strings_from_raw(data: bytes, n: int, name: str) -> np.ndarray:

@@ -114,6 +114,44 @@ def predict_request(request: InferRequest) -> predict_pb2.PredictRequest:
     return predict_pb2.PredictRequest.FromString(b"".join(parts))
 
 
+def raw_predict_request(
+    model_name: str, model_version: str, signature: str, inputs, outputs
+) -> predict_pb2.PredictRequest | None:
+    """``predict_request``'s message for the common request, numeric inputs as raw bytes
+    (``inputs``: (name, datatype, shape as a tuple of ints, bytes)), with one cached head per
+    input instead of an ``InferInput`` each; None where any input or name is not that case or
+    would fail a check, so that the general path answers, and raises what it raises."""
+    if not model_name:
+        return None
+    try:
+        parts = [_model_spec_field(model_name, version_number(model_version, model_name), signature)]
+        names = set()
+        for name, datatype, shape, content in inputs:
+            head, size = _raw_input_head(name, datatype, shape)
+            if len(content) != size or name in names:
+                return None
+            names.add(name)
+            parts += (head, content)
+        for name in outputs:
+            parts.append(_string_field(3, name))
+    except (errors.OpError, ValueError):
+        return None
+    return predict_pb2.PredictRequest.FromString(b"".join(parts))
+
+
+@functools.lru_cache(maxsize=1024)  # (name, datatype, shape): a few per model and batch size
+def _raw_input_head(name: str, datatype: str, shape: tuple) -> tuple[bytes, int]:
+    """The bytes of a PredictRequest.inputs entry before its tensor_content, and the content's
+    size (``predict_request``'s, for an input whose ``content`` is given); INVALID_ARGUMENT
+    where ``datatypes.raw_content`` would not take the bytes as they are."""
+    if datatype == "BYTES" or not datatypes.RAW_IS_CONTENT:
+        raise errors.InvalidArgumentError(None, None, f"input '{name}' is not raw tensor_content")
+    size = datatypes.raw_size(datatype, shape)
+    head = _content_head(datatypes.tf_dtype(datatype), shape)
+    entry_head = _string_field(1, name) + _VALUE_TAG + wire.varint(len(head) + size)
+    return _INPUTS_TAG + wire.varint(len(entry_head) + len(head) + size) + entry_head + head, size
+
+
 @functools.lru_cache(maxsize=1024)  # (dtype, shape): a few per model and batch size
 def _content_head(dtype: int, shape: tuple) -> bytes:
     return tensor_codec.raw_values_prefix(dtype, shape, True)
@@ -141,12 +179,17 @@ def _model_spec_field(name: str, version: int | None, signature: str) -> bytes:
     return wire.key(1, 2) + wire.varint(len(body)) + body
 
 
-def infer(functions, core, request: InferRequest, deadline: float | None, message=None) -> InferResponse:
+def infer(
+    functions, core, request: InferRequest | None, deadline: float | None, message=None, request_id: str = ""
+) -> InferResponse:
     """Answer one ModelInfer request through ``functions.infer`` (Predict, counted as ModelInfer);
-    ``message``: its ``predict_request``, where the transport has built it already."""
+    ``message``: its ``predict_request``, where the transport has built it already (then
+    ``request`` may be None, and ``request_id`` is its id)."""
     answer = functions.infer(core, message if message is not None else predict_request(request), deadline)
+    if request is not None:
+        request_id = request.id
     outputs = [  # in the order asked (Predict fetches output_filter in its order), else sorted
         InferOutput(name, datatypes.datatype_of(dtype), array.shape, array)
         for name, (array, dtype) in answer.arrays().items()
     ]
-    return InferResponse(answer.model_name, str(answer.version), request.id, outputs)
+    return InferResponse(answer.model_name, str(answer.version), request_id, outputs)

@@ -58,7 +58,7 @@ def read(body: bytes, start: int, end: int) -> Numbers | None:
     None. Beyond the result, it holds a copy of the text and one slice's objects at a time."""
     text = body[start:end]
     shape = dense_shape(text.translate(None, _NOT_SKELETON))
-    if shape is None:
+    if shape is None or (shape[-1] == 1 and not _one_number_each(text, math.prod(shape))):
         return None
     # Its brackets as spaces: "v,v , v,v", where a number outside the skeleton's places (next
     # to a bracket, on the outside) meets another with no comma between, which orjson refuses.
@@ -92,6 +92,26 @@ def read(body: bytes, start: int, end: int) -> Numbers | None:
     return Numbers(body, (start, end), shape, out, kinds)
 
 
+def _one_number_each(text: bytes, lists: int) -> bool:
+    """Whether each of the ``lists`` innermost lists of a nest whose skeleton says they hold at
+    most one number each (``dense_shape``) holds one, and no number stands outside them: with
+    whitespace removed, a number follows each innermost "[" and precedes each innermost "]",
+    and none touches a bracket from outside ("5[", "]5"). ``read`` then counts them."""
+    compact = np.frombuffer(text.translate(None, b" \t\n\r"), np.uint8)
+    number, opens, closes = _NUMBER_BYTE[compact], compact == _OPEN, compact == _CLOSE
+    return (
+        int(np.count_nonzero(opens[:-1] & number[1:])) == lists
+        and int(np.count_nonzero(number[:-1] & closes[1:])) == lists
+        and not (number[:-1] & opens[1:]).any()
+        and not (closes[:-1] & number[1:]).any()
+    )
+
+
+_OPEN = ord("[")
+_NUMBER_BYTE = np.zeros(256, bool)
+_NUMBER_BYTE[np.frombuffer(b"-+.0123456789eE", np.uint8)] = True
+
+
 def _flat_array(values: list, kinds: set[type]) -> np.ndarray | None:
     """One slice's numbers as an array that holds each as read (ints exactly, in 64 bits)."""
     if kinds == {int}:
@@ -108,10 +128,12 @@ def _flat_array(values: list, kinds: set[type]) -> np.ndarray | None:
 
 def dense_shape(skeleton: bytes) -> list[int] | None:
     """The shape of a nest of lists from its ``skeleton`` (its text without numbers and
-    whitespace: brackets and commas) if it is that of a dense, non-empty nest, else None."""
+    whitespace: brackets and commas) if it is that of a dense nest, else None. Innermost lists
+    of one number ("[]" in the skeleton, as an empty list is) give an innermost size of 1:
+    ``read`` checks that each holds its number (``_one_number_each``)."""
     depth = len(skeleton) - len(skeleton.lstrip(b"["))
     close = skeleton.find(b"]")
-    if not 0 < depth <= MAX_DEPTH or close <= depth or skeleton[depth:close].strip(b",") != b"":
+    if not 0 < depth <= MAX_DEPTH or close < depth or skeleton[depth:close].strip(b",") != b"":
         return None
     shape = [close - depth + 1]  # the first innermost list: its commas, plus one
     size = shape[0] + 1  # the length of its skeleton: "[", its commas, "]"

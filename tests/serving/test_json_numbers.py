@@ -172,3 +172,38 @@ def test_a_large_body_is_read_in_a_small_multiple_of_its_size():
             np.frombuffer(request.inputs["x"].tensor_content, np.float32).tolist() == values.ravel().tolist()
         )
     assert peaks[True] < 8 * len(body) and peaks[False] > 2 * peaks[True]
+
+
+def test_innermost_lists_of_one_number_are_lifted_and_checked(small):
+    """``[[v], [v], ...]`` (one feature per instance, TF Serving's row form) is lifted, though
+    its skeleton reads as empty lists; a number moved out of its list, two in one list or an
+    empty one, anywhere, give what the general path gives."""
+    doc = json_numbers.lift(b'{"instances": [[1], [2.5], [3], [4], [5], [6], [7], [8], [9], [10]]}')
+    numbers = doc["instances"]
+    assert type(numbers) is json_numbers.Numbers and numbers.shape == [10, 1]
+    assert numbers.values.tolist() == [1, 2.5, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert json_numbers.lift(b'{"instances": [[[1]], [[2]], [[3]], [[4]], [[5]], [[6]], [[7]]]}')[
+        "instances"
+    ].shape == [7, 1, 1]
+    ones = "[1], [2], [3], [4], [5], [6], [7]"
+    for text in (
+        f"[5[], {ones}]",
+        f"[[]5, {ones}]",
+        f"[{ones}, [8]9]",
+        f"[{ones}, [], [8]]",
+        f"[{ones}, [8 9]]",
+    ):
+        assert json_numbers.lift(f'{{"instances": {text}}}'.encode()) is None, text
+    rng = random.Random(3)
+    lifted = 0
+    for _ in range(3000):
+        shape = [rng.randint(1, 6) for _ in range(rng.randint(0, 3))] + [1]
+        text = nest(rng, shape, NUMBERS[:5])
+        for _ in range(rng.choice([0, 0, 1, 2])):  # a number or bracket moved, added or taken
+            at = rng.randrange(len(text))
+            cut = rng.choice([0, 1])  # inserted, or in place of a character
+            text = text[:at] + rng.choice(["]", "[", ",", "[]", "5", " 5", "5 ", ""]) + text[at + cut :]
+        body = f'{{"instances": {text}}}'.encode()
+        lifted += json_numbers.lift(body) is not None
+        same(body, {"x": rng.choice(DTYPES[:6])})
+    assert lifted > 800

@@ -332,3 +332,95 @@ def test_response_bytes_are_the_response_message(served, raw, request_id):
     for answer in answers:
         built = grpc_v2.infer_response(answer, raw)
         assert v2.ModelInferResponse.FromString(grpc_v2.response_bytes(answer, raw)) == built
+
+
+_DATATYPES = (*datatypes.CONTENTS_FIELD, "FP16", "BF16", "BYTES", "BOGUS")
+
+
+def _random_infer_request(rng) -> v2.ModelInferRequest:
+    """A ModelInferRequest of raw inputs, mostly well formed, sometimes not in one way or another."""
+    request = v2.ModelInferRequest(
+        model_name=str(rng.choice(["half", "all", "", "nope"], p=[0.4, 0.4, 0.1, 0.1])),
+        model_version=str(rng.choice(["", "", "123", "1", "12x", "99999999999999999999"])),
+        id=str(rng.choice(["", "req-1"])),
+    )
+    kind = rng.integers(6)
+    if kind == 1:
+        request.parameters[infer.SIGNATURE_PARAMETER].string_param = "serving_default"
+    elif kind == 2:
+        request.parameters[infer.SIGNATURE_PARAMETER].int64_param = 3
+    elif kind == 3:
+        request.parameters["priority"].int64_param = 1
+    for _ in range(rng.integers(1, 4)):
+        datatype = str(rng.choice(_DATATYPES))
+        shape = [int(d) for d in rng.integers(-1 if rng.random() < 0.1 else 0, 4, rng.integers(0, 3))]
+        tensor = request.inputs.add(
+            name=str(rng.choice(["x", "x", "y", "z"])), datatype=datatype, shape=shape
+        )
+        if rng.random() < 0.05:
+            tensor.contents.fp32_contents.append(1.0)
+        try:
+            size = datatypes.raw_size(datatype, tuple(shape))
+        except errors.OpError:
+            size = int(rng.integers(0, 9))
+        if rng.random() < 0.1:
+            size += int(rng.choice([-1, 1]))
+        request.raw_input_contents.append(rng.bytes(max(size, 0)))
+    if rng.random() < 0.05:
+        request.raw_input_contents.append(b"")
+    for name in rng.choice(["y", "int32", "float"], rng.integers(0, 3), replace=False):
+        request.outputs.add(name=str(name))
+    return request
+
+
+def test_the_raw_fast_path_builds_the_general_paths_predict_request():
+    """``grpc_v2.raw_predict_request`` (ModelInfer's path for raw inputs) gives the PredictRequest
+    the general path (``infer_request`` then ``predict_request``) gives, or None: never a request
+    the general path would refuse, and for most well-formed requests not None."""
+    rng = np.random.default_rng(7)
+    fast_count = general_ok = 0
+    for _ in range(3000):
+        request = _random_infer_request(rng)
+        fast = grpc_v2.raw_predict_request(request)
+        try:
+            general = infer.predict_request(grpc_v2.infer_request(request))
+        except errors.OpError as e:
+            assert fast is None, (request, e)
+            continue
+        general_ok += 1
+        if fast is not None:
+            fast_count += 1
+            assert fast == general, request
+            assert fast.SerializeToString(deterministic=True) == general.SerializeToString(deterministic=True)
+    assert general_ok > 500 and fast_count > 0.6 * general_ok, (general_ok, fast_count)
+
+
+@pytest.mark.parametrize("request_id", ["", "req-7"])
+def test_the_raw_fast_paths_answer_is_the_general_paths(served, request_id):
+    """``raw_response_bytes`` of Predict's outputs is ``response_bytes`` of the InferResponse the
+    general path makes of them, for outputs of every V2 datatype; an output V2 has no datatype
+    for is the same refusal on both."""
+    core, _, api = served
+    x = np.int32([0, 3, -2])
+    names = sorted(set(predicted(core, "all", {"x": x})) - {"complex64", "complex128"})
+    for filter_names, model, value in ((names, "all", x), ([], "half", np.float32([[1.0], [2.5]]))):
+        request = v2.ModelInferRequest(model_name=model, id=request_id)
+        request.inputs.add(
+            name="x", datatype=datatypes.datatype_of(tensor_codec.dtype_of(value)), shape=value.shape
+        )
+        request.raw_input_contents.append(value.tobytes())
+        for name in filter_names:
+            request.outputs.add(name=name)
+        message = grpc_v2.raw_predict_request(request)
+        assert message is not None
+        fast = grpc_v2.raw_response_bytes(api.functions.infer(core, message, None), request_id)
+        general = grpc_v2.response_bytes(
+            infer.infer(api.functions, core, grpc_v2.infer_request(request), None), True
+        )
+        assert fast == general and v2.ModelInferResponse.FromString(fast).outputs
+    request.model_name = "all"
+    del request.outputs[:]
+    request.inputs[0].datatype, request.raw_input_contents[0] = "INT32", x.tobytes()
+    request.inputs[0].shape[:] = [3]
+    with pytest.raises(errors.InvalidArgumentError, match="has no Open Inference Protocol datatype"):
+        grpc_v2.raw_response_bytes(api.functions.infer(core, grpc_v2.raw_predict_request(request), None), "")

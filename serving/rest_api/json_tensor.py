@@ -482,7 +482,7 @@ def _row_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:
     objects = len(arrays) > 1
     if not objects:  # the common response: what the writer below makes for a single output
         ((name, (array, dtype)),) = arrays.items()
-        pieces = [", ".join(rows) for rows in _row_chunks(name, array, dtype, 2 + array.ndim - 1, 2, True)]
+        pieces = list(_row_runs(name, array, dtype, 2 + array.ndim - 1, 2, True, ", "))
         close = "\n" + json_writer.indent(1) + "]" if batch else "]"
         return "{\n" + json_writer.indent(1) + f'"{PREDICTIONS_KEY}": [' + ", ".join(pieces) + close + "\n}"
     writer = json_writer.PrettyWriter()
@@ -539,6 +539,21 @@ def _row_chunks(
             ]
 
 
+def _row_runs(
+    name: str, array: np.ndarray, dtype: int, token_depth: int, depth: int, single_line: bool, row_sep: str
+) -> Iterator[str]:
+    """``row_sep.join`` of each run of ``_row_chunks``, rendered in one join per run
+    (``json_writer.nested_run``)."""
+    rows = len(array)
+    per_row = array.size // rows if rows else 0
+    step = max(1, _CHUNK // max(per_row, 1))
+    inner = array.shape[1:]
+    for start in range(0, rows, step):
+        part = array[start : start + step]
+        tokens = _tokens(name, part, dtype, token_depth)
+        yield json_writer.nested_run(tokens, len(part), inner, depth, single_line, row_sep)
+
+
 def _columnar_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:
     """``MakeColumnarFormatJsonFromTensors``."""
     writer = json_writer.PrettyWriter()
@@ -558,8 +573,8 @@ def _columnar_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:
         # nested() of the whole array, its outermost list joined from runs of rows.
         lead = "\n" + json_writer.indent(depth + 1)
         pieces = [
-            ",".join(lead + text for text in rows)
-            for rows in _row_chunks(name, array, dtype, depth + array.ndim, depth + 1, False)
+            lead + run
+            for run in _row_runs(name, array, dtype, depth + array.ndim, depth + 1, False, "," + lead)
         ]
         writer.raw("[" + ",".join(pieces) + "\n" + json_writer.indent(depth) + "]")
     if objects:

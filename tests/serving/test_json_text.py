@@ -2,6 +2,7 @@
 protobuf's printing)."""
 
 import math
+import random
 
 import numpy as np
 import pytest
@@ -187,3 +188,20 @@ def test_proto_json_is_protobufs_printer_in_field_order():
         json_writer.proto_json(get_model_status_pb2.GetModelStatusResponse())
         == '{\n "model_version_status": []\n}\n'
     )
+
+
+def test_nested_run_is_each_rows_nested_joined():
+    """``nested_run`` (one join for a run of rows) writes what ``nested`` per row, joined, writes:
+    generated shapes (empty dimensions too), depths, both layouts and row separators."""
+    rng = random.Random(1)
+    for _ in range(4000):
+        inner = tuple(rng.randint(0, 4) for _ in range(rng.randint(0, 4)))
+        rows, per_row = rng.randint(0, 6), math.prod(inner)
+        tokens = [str(rng.randint(0, 99)) for _ in range(rows * per_row)]
+        depth, single_line = rng.randint(0, 3), rng.random() < 0.5
+        row_sep = rng.choice([", ", ",\n    ", "|"])
+        want = row_sep.join(
+            json_writer.nested(tokens[i * per_row : (i + 1) * per_row], inner, depth, single_line)
+            for i in range(rows)
+        )
+        assert json_writer.nested_run(tokens, rows, inner, depth, single_line, row_sep) == want

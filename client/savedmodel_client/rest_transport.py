@@ -275,7 +275,7 @@ def _example_json(example) -> dict:
     for name, feature in example.features.feature.items():
         kind = feature.WhichOneof("kind")
         if kind == "bytes_list":
-            values = [_text_or_b64(v) for v in feature.bytes_list.value]
+            values = [_b64_object(v) for v in feature.bytes_list.value]
         elif kind == "float_list":
             values = [float(v) for v in feature.float_list.value]
         elif kind == "int64_list":
@@ -286,5 +286,5 @@ def _example_json(example) -> dict:
     return out
 
 
-def _text_or_b64(value: bytes):
+def _b64_object(value: bytes):
     return {"b64": base64.b64encode(value).decode("ascii")}

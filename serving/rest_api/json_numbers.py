@@ -5,9 +5,10 @@ of objects, then copies of them on the way to a tensor (with 16 such bodies at o
 gigabyte). ``lift`` cuts each array of numbers of ``LIFT_BYTES`` or more out of the body where
 the request's tensors sit ("instances", "inputs", or one of "inputs"' named values), parses
 the rest with orjson as usual, and puts a ``Numbers`` in its place: its nesting read from its
-brackets (checked to be a dense nest), its values read by orjson a slice of ``CHUNK_BYTES`` at
-a time into one flat array, with the JSON kinds they had, so that ``json_tensor._typed``
-applies the general path's rules to them.
+brackets (checked to be a dense nest), its values read into one flat array by simdjson (at
+its gigabytes a second, no Python object per number; where it is missing or declines, by
+orjson a slice of ``CHUNK_BYTES`` at a time), with the JSON kinds they had, so that
+``json_tensor._typed`` applies the general path's rules to them.
 
 Fails safe: where anything is in doubt (a document this does not recognise, a ragged or empty
 nest, a value that is not a strict JSON number, ints past 64 bits), ``lift`` returns None and
@@ -24,6 +25,11 @@ import re
 import numpy as np
 import orjson
 
+try:
+    import simdjson
+except ImportError:  # the orjson slices read the same values, slower
+    simdjson = None
+
 LIFT_BYTES = 1 << 20  # an array this large is lifted out of the document
 MAX_DEPTH = 64  # deeper nests are the general path's (its errors; orjson's own depth limit)
 CHUNK_BYTES = 1 << 18  # of an array's text, parsed at a time (~64k numbers: a few MB of objects)
@@ -39,7 +45,7 @@ _COMMA, _CLOSE = ord(","), ord("]")
 
 class Numbers:
     """A lifted array of numbers: its shape, its values flat (int64, uint64 or float64, each
-    as read) and the JSON kinds they had (``int``, ``float``); ``parsed`` gives the array as
+    as read) and the JSON kinds they had (``{int}`` if all are integers, else with ``float``); ``parsed`` gives the array as
     the general path reads it (nested lists)."""
 
     __slots__ = ("_body", "_span", "kinds", "shape", "values")
@@ -58,13 +64,39 @@ def read(body: bytes, start: int, end: int) -> Numbers | None:
     None. Beyond the result, it holds a copy of the text and one slice's objects at a time."""
     text = body[start:end]
     shape = dense_shape(text.translate(None, _NOT_SKELETON))
-    if shape is None or (shape[-1] == 1 and not _one_number_each(text, math.prod(shape))):
+    if shape is None or (shape[-1] == 1 and not _one_number_each(text)):
         return None
+    count = math.prod(shape)
+    read_values = _simd_values(text, count) or _sliced_values(text, count)
+    if read_values is None:
+        return None
+    return Numbers(body, (start, end), shape, *read_values)
+
+
+def _simd_values(text: bytes, count: int) -> tuple[np.ndarray, set[type]] | None:
+    """The numbers of a dense nest, flattened by simdjson (no Python object per number), with
+    their kinds: floats if any has a fraction or an exponent, else ints (int64, else uint64).
+    None if simdjson is not installed or does not read them (``_sliced_values`` then does)."""
+    if simdjson is None:
+        return None
+    floats = any(mark in text for mark in (b".", b"e", b"E"))
+    for of_type, dtype in (("d", np.float64),) if floats else (("i", np.int64), ("u", np.uint64)):
+        try:
+            values = np.frombuffer(simdjson.Parser().parse(text).as_buffer(of_type=of_type), dtype)
+        except (ValueError, TypeError, RuntimeError):
+            continue
+        if len(values) == count:
+            return values, {float} if floats else {int}
+    return None
+
+
+def _sliced_values(text: bytes, count: int) -> tuple[np.ndarray, set[type]] | None:
+    """The numbers of a dense nest read by orjson a slice of ``CHUNK_BYTES`` at a time, with
+    the JSON kinds they had; None if they are not all strict JSON numbers of 64 bits."""
     # Its brackets as spaces: "v,v , v,v", where a number outside the skeleton's places (next
     # to a bracket, on the outside) meets another with no comma between, which orjson refuses.
     flat = text.translate(_BRACKETS_AS_SPACES)
-    del text
-    count, kinds, out, filled, at = math.prod(shape), set(), None, 0, 0
+    kinds, out, filled, at = set(), None, 0, 0
     while at < len(flat):
         stop = flat.find(b",", at + CHUNK_BYTES)
         stop = len(flat) if stop < 0 else stop
@@ -89,27 +121,15 @@ def read(body: bytes, start: int, end: int) -> Numbers | None:
         filled, kinds, at = filled + len(part), kinds | part_kinds, stop + 1
     if out is None or filled != count:
         return None
-    return Numbers(body, (start, end), shape, out, kinds)
+    return out, kinds
 
 
-def _one_number_each(text: bytes, lists: int) -> bool:
-    """Whether each of the ``lists`` innermost lists of a nest whose skeleton says they hold at
-    most one number each (``dense_shape``) holds one, and no number stands outside them: with
-    whitespace removed, a number follows each innermost "[" and precedes each innermost "]",
-    and none touches a bracket from outside ("5[", "]5"). ``read`` then counts them."""
-    compact = np.frombuffer(text.translate(None, b" \t\n\r"), np.uint8)
-    number, opens, closes = _NUMBER_BYTE[compact], compact == _OPEN, compact == _CLOSE
-    return (
-        int(np.count_nonzero(opens[:-1] & number[1:])) == lists
-        and int(np.count_nonzero(number[:-1] & closes[1:])) == lists
-        and not (number[:-1] & opens[1:]).any()
-        and not (closes[:-1] & number[1:]).any()
-    )
-
-
-_OPEN = ord("[")
-_NUMBER_BYTE = np.zeros(256, bool)
-_NUMBER_BYTE[np.frombuffer(b"-+.0123456789eE", np.uint8)] = True
+def _one_number_each(text: bytes) -> bool:
+    """Whether each innermost list of a nest whose skeleton says they hold at most one number
+    each (``dense_shape``) holds something: none is "[]" once whitespace is gone. A list then
+    holds one number (two, with no comma between, are refused when read), and the count read
+    equals the lists' only if no number stands outside them."""
+    return b"[]" not in text.translate(None, b" \t\n\r")
 
 
 def _flat_array(values: list, kinds: set[type]) -> np.ndarray | None:

@@ -33,7 +33,7 @@ from apis.tensorflow.core.framework import tensor_pb2
 from apis.tensorflow_serving.apis import predict_pb2
 from runtime import dtypes, errors
 from serving.inference import tensor_codec
-from serving.rest_api import json_numbers, json_text, json_writer
+from serving.rest_api import json_bulk, json_numbers, json_text, json_writer
 
 ROW, COLUMNAR = "row", "columnar"
 
@@ -283,10 +283,16 @@ def _typed(flat: list | np.ndarray, dtype: int, kinds: set[type] | None = None) 
     if dtype == dtypes.DT_BOOL:
         return np.array(flat, np.bool_) if kinds == {bool} else None
     if dtype == dtypes.DT_STRING:
-        if kinds != {str}:
+        if kinds == {dict}:  # b64 objects: decoded in bulk where all are canonical
+            decoded = json_text.decode_base64_all(flat)
+            if decoded is None:
+                return None
+        elif kinds == {str}:
+            decoded = [json_text.as_bytes(s) for s in flat]
+        else:
             return None
         out = np.empty(len(flat), object)
-        out[:] = [json_text.as_bytes(s) for s in flat]
+        out[:] = decoded
         return out
     return None
 
@@ -465,7 +471,7 @@ def _tokens(name: str, array: np.ndarray, dtype: int, depth: int) -> list[str]:
         return list(map(str, flat))
     if name.endswith(BYTES_SUFFIX):
         return [json_writer.b64_object(base64.b64encode(v).decode("ascii"), depth) for v in flat]
-    return [json_writer.quote(v.decode("utf-8", "surrogateescape")) for v in flat]
+    return json_writer.quote_all([v.decode("utf-8", "surrogateescape") for v in flat])
 
 
 def _row_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:
@@ -479,39 +485,36 @@ def _row_json(arrays: dict[str, tuple[np.ndarray, int]]) -> str:
                 f"Tensor name: {name} has inconsistent batch size: {array.shape[0]} expecting: {batch}"
             )
         batch = array.shape[0]
-    objects = len(arrays) > 1
-    if not objects:  # the common response: what the writer below makes for a single output
+    if len(arrays) == 1:  # a list of each row's value
         ((name, (array, dtype)),) = arrays.items()
         pieces = list(_row_runs(name, array, dtype, 2 + array.ndim - 1, 2, True, ", "))
         close = "\n" + json_writer.indent(1) + "]" if batch else "]"
         return "{\n" + json_writer.indent(1) + f'"{PREDICTIONS_KEY}": [' + ", ".join(pieces) + close + "\n}"
-    writer = json_writer.PrettyWriter()
-    writer.start_object()
-    writer.key(PREDICTIONS_KEY)
-    writer.start_array()
-    # Each output's items, rendered at the depth they are written at (inside the item object).
-    depth = writer.depth + (1 if objects else 0)
-    items = {}
-    for name, (array, dtype) in arrays.items():
-        items[name] = [
+    # What PrettyWriter writes for a list of objects, one per row, their members on lines of
+    # their own and each value on one line (held equal to it in the tests): one format per row.
+    depth = 3  # inside the root object, "predictions" and the row's object
+    items = [
+        [
             text
             for rows in _row_chunks(name, array, dtype, depth + array.ndim - 1, depth, True)
             for text in rows
         ]
-    for i in range(batch):
-        if objects:
-            writer.start_object()
-        writer.single_line = True
-        for name in arrays:
-            if objects:
-                writer.key(name)
-            writer.raw(items[name][i])
-        writer.single_line = False
-        if objects:
-            writer.end_object()
-    writer.end_array()
-    writer.end_object()
-    return writer.text()
+        for name, (array, dtype) in arrays.items()
+    ]
+    member = ",\n" + json_writer.indent(depth)
+    row = (
+        "{\n"
+        + json_writer.indent(depth)
+        + member.join(json_writer.quote(name).replace("%", "%%") + ": %s" for name in arrays)
+        + "\n"
+        + json_writer.indent(depth - 1)
+        + "}"
+    )
+    rows = (",\n" + json_writer.indent(depth - 1)).join(row % values for values in zip(*items))
+    listed = (
+        "\n" + json_writer.indent(depth - 1) + rows + "\n" + json_writer.indent(1) + "]" if batch else "]"
+    )
+    return "{\n" + json_writer.indent(1) + f'"{PREDICTIONS_KEY}": [' + listed + "\n}"
 
 
 _CHUNK = 1 << 16  # values rendered at a time: a large output is never one str per value
@@ -529,6 +532,9 @@ def _row_chunks(
     inner = array.shape[1:]
     for start in range(0, rows, step):
         part = array[start : start + step]
+        if json_bulk.renders(part, dtype, inner):  # rows apart by "|", which no number holds
+            yield json_bulk.nested_rows(part, len(part), inner, depth, single_line, "|").split("|")
+            continue
         tokens = _tokens(name, part, dtype, token_depth)
         if not inner:
             yield tokens
@@ -550,6 +556,9 @@ def _row_runs(
     inner = array.shape[1:]
     for start in range(0, rows, step):
         part = array[start : start + step]
+        if json_bulk.renders(part, dtype, inner):
+            yield json_bulk.nested_rows(part, len(part), inner, depth, single_line, row_sep)
+            continue
         tokens = _tokens(name, part, dtype, token_depth)
         yield json_writer.nested_run(tokens, len(part), inner, depth, single_line, row_sep)
 

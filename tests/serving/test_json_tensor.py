@@ -203,6 +203,8 @@ DENSE_CASES = [
     ("[[], []]", F),
     ("5", F),
     ('"x"', S),
+    ('[{"b64": "aGk="}, {"b64": ""}, {"b64": "AAEC"}]', S),
+    ('[[{"b64": "aGk="}], [{"b64": "aA=="}]]', S),
 ]
 NOT_DENSE_CASES = [
     ("[[1, 2], [3]]", I32),
@@ -210,7 +212,10 @@ NOT_DENSE_CASES = [
     ("[1.5]", I32),
     ("[2147483648]", I32),
     ("[-1]", U32),
-    ('[{"b64": "aGk="}]', S),
+    ('[{"b64": "aGk"}]', S),  # base64 the bulk decoder leaves to the walk: unpadded,
+    ('[{"b64": "a Gk="}]', S),  # with whitespace,
+    ('[{"b64": "aGk=", "x": 1}]', S),  # not a b64 object
+    ('[{"b64": "aGk="}, "hi"]', S),
     ("[[1], [[2]]]", I32),
     ('[1, "a"]', F),
     ("[null]", F),

@@ -39,7 +39,6 @@ _AFTER = (
     (_NINE[None, None, :] >= np.arange(10)[:, None, None])
     & (_NINE[None, None, :] < np.arange(10)[None, :, None])
 ).astype(np.uint8)
-_LEADING_ZEROS = (_NINE[None, :3] < np.arange(4)[:, None]) * np.uint8(ord("0"))  # after "0." below 1
 _SPECIALS = {
     name: np.frombuffer(name.encode().ljust(_WIDTH, b"\0"), np.uint8)
     for name in ("NaN", "Infinity", "-Infinity")
@@ -90,13 +89,14 @@ def _normal(rounded, exponent, precision: int):
     return np.where(carry, rounded / 10, rounded).astype(np.uint32), exponent + carry
 
 
-def decimal_rows(values: np.ndarray) -> np.ndarray:
-    """``decimal_tokens`` of a float32 array, as a (values, 30) matrix of NUL-padded ASCII."""
+def decimal_rows(values: np.ndarray, spare: int = 0) -> np.ndarray:
+    """``decimal_tokens`` of a float32 array, as a (values, 30 + ``spare``) matrix of
+    NUL-padded ASCII (the spare columns NUL, for what follows each value)."""
     with np.errstate(over="ignore", invalid="ignore"):  # (NaN and the largest values' steps)
-        return _decimal_rows(values)
+        return _decimal_rows(values, spare)
 
 
-def _decimal_rows(values: np.ndarray) -> np.ndarray:
+def _decimal_rows(values: np.ndarray, spare: int) -> np.ndarray:
     flat = values.reshape(-1)
     count = len(flat)
     finite = np.isfinite(flat)
@@ -135,11 +135,12 @@ def _decimal_rows(values: np.ndarray) -> np.ndarray:
     # Digits before the point: the integer part, one in the exponent form, none below one.
     point = np.where(whole, exponent + 1, scientific).astype(np.intp)
 
-    rows = np.zeros((count, _WIDTH), np.uint8)
+    rows = np.zeros((count, _WIDTH + spare), np.uint8)
     rows[:, _SIGN] = np.signbit(flat) * np.uint8(ord("-"))
     rows[:, _LEAD] = small * np.uint8(ord("0"))
     rows[:, _LEAD + 1] = small * np.uint8(ord("."))
-    rows[:, _LEAD + 2 : _WHOLE] = _LEADING_ZEROS[np.where(small, -exponent - 1, 0)]
+    for zeros in range(1, 4):  # between "0." and the digits: 0.0dd (e = -2) to 0.000dd (e = -4)
+        rows[:, _LEAD + 1 + zeros] = (small & (exponent <= -1 - zeros)) * np.uint8(ord("0"))
     rows[:, _WHOLE:_POINT] = digits * _BEFORE[point]
     rows[:, _POINT] = (whole | (scientific & (significant > 1))) * np.uint8(ord("."))
     rows[:, _FRACTION:_ZERO] = digits * _AFTER[point, significant]
@@ -151,10 +152,10 @@ def _decimal_rows(values: np.ndarray) -> np.ndarray:
     rows[:, _EXP + 3] = scientific * (size % 10 + ord("0")).astype(np.uint8)
 
     for i in np.flatnonzero(~finite).tolist():
-        rows[i] = _SPECIALS[json_writer._decimal_token(float(flat[i]), True)]
+        rows[i, :_WIDTH] = _SPECIALS[json_writer._decimal_token(float(flat[i]), True)]
     for i in np.flatnonzero(doubt).tolist():
         token = json_writer._decimal_token(float(flat[i]), True).encode("ascii")
-        rows[i] = np.frombuffer(token.ljust(_WIDTH, b"\0"), np.uint8)
+        rows[i, :_WIDTH] = np.frombuffer(token.ljust(_WIDTH, b"\0"), np.uint8)
     return rows
 
 
@@ -176,7 +177,6 @@ def nested_rows(
     """``json_writer.nested_run`` of ``values`` (``rows`` arrays of shape ``inner``) with their
     ``decimal_tokens``: each value's row followed by a row of the separator that says which
     lists close and open after it."""
-    tokens = decimal_rows(values)
     per_row = math.prod(inner)
     levels = len(inner)
 
@@ -195,7 +195,7 @@ def nested_rows(
 
     comma = ", " if single_line else ","
     separators = [comma + lead(levels - 1)]  # between two values of an innermost list
-    which = np.zeros(len(tokens), np.intp)
+    which = np.zeros(values.size, np.intp)
     stride = 1
     for level in range(levels - 1, 0, -1):  # a list of this level ends every ``stride`` values
         stride *= inner[level]
@@ -209,4 +209,6 @@ def nested_rows(
     table = np.zeros((len(encoded), max(map(len, encoded))), np.uint8)
     for i, separator in enumerate(encoded):
         table[i, : len(separator)] = np.frombuffer(separator, np.uint8)
-    return opens(0) + text(np.concatenate([tokens, table[which]], axis=1)) + closes(0)
+    rows = decimal_rows(values, table.shape[1])
+    rows[:, _WIDTH:] = table[which]
+    return opens(0) + text(rows) + closes(0)

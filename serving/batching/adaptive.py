@@ -4,21 +4,23 @@ TF Serving's users find that batching does nothing for them until ``batch_timeou
 tuned to their model and traffic (its guide: start at 0, then try 1 to 10 ms): at 0 an idle
 batch thread takes every task alone, too long and every request waits for nothing. The best
 value moves with the load. Here each queue picks its own timeout from the arrival rate it
-observes, by hill climbing:
+observes, by hill climbing over not batching at all and the timeouts:
 
 - time is cut into windows (at least ``WINDOW_SECONDS`` and ``WINDOW_ROWS`` rows); each gives
   the arrival rate (rows per second) under the timeout in force;
-- the timeout in force is the smallest of ``TIMEOUTS`` (up to the cap: ``batch_timeout_micros``,
-  or 10 ms when that is 0) whose recent rate is within ``MARGIN`` of the best recent rate: a
-  longer timeout must earn its latency with more throughput;
+- the choice in force is the first of: running each task unbatched on its caller's thread
+  (as without ``--enable_batching``), then ``TIMEOUTS`` (up to the cap: ``batch_timeout_micros``,
+  or 10 ms when that is 0), whose recent rate is within ``MARGIN`` of the best recent rate:
+  batching must earn its cost (a queue, a batch thread, merging and splitting) with more
+  throughput, and a longer timeout its latency;
 - after a probe that won, the next neighbour is probed at once; after one that lost, the
   queue stays at its best for ``HOLD`` windows, twice as long after each further loss (up to
   ``MAX_HOLD``), before probing the other side: a settled queue rarely pays for a probe.
 
 Under a closed loop of clients (each waits for its answer before asking again) the arrival rate
 is the throughput, so the climb finds the timeout that serves them fastest; where clients send at
-a rate of their own, no timeout changes it and the climb settles on the shortest. Where tasks
-mostly find their queue idle (a lone client, light traffic) the queue does not wait at all.
+a rate of their own, no timeout changes it and the climb settles on not batching. Where tasks
+mostly find their queue idle (a lone client, light traffic) they run unbatched.
 ``choose`` and ``Climb`` are pure; ``AdaptiveTimeout`` feeds them the queue's arrivals (called
 under the scheduler's lock).
 """
@@ -92,29 +94,35 @@ class Climb:
 
 
 class AdaptiveTimeout:
-    """One queue's timeout: the climb's, while tasks arrive to a busy queue.
+    """One queue's choice: the climb's (index 0: unbatched; i: ``timeouts[i - 1]``), while tasks
+    arrive to a busy queue.
 
-    Waiting gains nothing for a lone client (its next task comes only once this one is
+    Batching gains nothing for a lone client (its next task comes only once this one is
     answered) nor for light traffic: while fewer than ``BUSY_SHARE`` of the tasks (a moving
-    average) arrive to find others of their queue queued or running, the timeout is 0 and the
-    climb pauses. A window with a pause of ``IDLE_SECONDS`` between two tasks is dropped."""
+    average) arrive to find others of their queue queued or running, tasks run unbatched and
+    the climb pauses. A window with a pause of ``IDLE_SECONDS`` between two tasks is dropped."""
 
     __slots__ = ("_timeouts", "_climb", "_window_start", "_window_rows", "_last", "_busy")
 
     def __init__(self, cap_seconds: float) -> None:
         self._timeouts = timeouts_up_to(cap_seconds)
-        self._climb = Climb(len(self._timeouts))
+        self._climb = Climb(1 + len(self._timeouts))
         self._window_start: float | None = None
         self._window_rows = 0
         self._last: float | None = None  # the last arrival
         self._busy = 0.0  # share of arrivals that found the queue busy, a moving average
 
     @property
+    def unbatched(self) -> bool:
+        """Whether a task arriving now runs alone on its caller's thread, not queued."""
+        return self._busy < BUSY_SHARE or self._climb.index == 0
+
+    @property
     def timeout(self) -> float:
         """Seconds the open batch waits for more tasks, now."""
-        if self._busy < BUSY_SHARE:
+        if self.unbatched:
             return 0.0
-        return self._timeouts[self._climb.index]
+        return self._timeouts[self._climb.index - 1]
 
     def arrival(self, now: float, size: int, busy: bool) -> None:
         """A task of ``size`` rows arrived at ``now`` (``time.monotonic()``); ``busy``: its

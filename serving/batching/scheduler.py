@@ -82,9 +82,10 @@ class BatchQueue:
 
     # -- the request side -------------------------------------------------------------------
 
-    def schedule(self, task: BatchTask) -> BatchTask:
+    def schedule(self, task: BatchTask) -> BatchTask | None:
         """Queues ``task``; returns what to ``wait`` on (the task, or the ``SplitTask`` it was
-        cut into). Raises at once where the task cannot be queued."""
+        cut into), or None where the adaptive choice is to run it unbatched: the caller runs it
+        and then calls ``unbatched_done``. Raises at once where the task cannot be queued."""
         scheduler = self._scheduler
         with scheduler._cv:
             try:
@@ -96,10 +97,13 @@ class BatchQueue:
             except errors.OpError as e:
                 self.stats.task_rejected(e.code)
                 raise
+            self.stats.task_scheduled(task.size)
             if self._adaptive is not None:
                 busy = bool(self._open or self._closed_batches or self._in_flight)
                 self._adaptive.arrival(task.enqueued, task.size, busy)
-            self.stats.task_scheduled(task.size)
+                if self._adaptive.unbatched and not self._open and not self._closed_batches:
+                    self._in_flight += 1  # (what ``busy`` sees, and ``stop`` waits for)
+                    return None
             inline = self._runs_at_once(task)
             if inline:
                 scheduler._running += 1
@@ -109,6 +113,14 @@ class BatchQueue:
         if inline:
             self._run_inline(task)
         return task
+
+    def unbatched_done(self, size: int, started: float, seconds: float) -> None:
+        """A task ``schedule`` left to its caller (of ``size`` rows, at ``started``) ran, for
+        ``seconds``: a batch of one task in the stats."""
+        self.stats.batch_processed([size], 0, [0.0], 0, seconds)
+        with self._scheduler._cv:
+            self._in_flight -= 1
+            self._scheduler._batch_done(self)
 
     def _runs_at_once(self, task: BatchTask) -> bool:
         """Whether ``task`` alone is a batch ready now with a batch thread free to take it: the

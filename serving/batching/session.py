@@ -67,7 +67,13 @@ class _SignatureBatcher:
         size = batch_forming.input_batch_size(values)
         now = time.monotonic()
         deadline = now + timeout_ms / 1000 if timeout_ms > 0 else None
-        return self.queue.schedule(BatchTask(values, size, now, deadline)).wait()
+        task = self.queue.schedule(BatchTask(values, size, now, deadline))
+        if task is not None:
+            return task.wait()
+        try:  # the adaptive queue's choice: this task alone, here, checked as a batch of one
+            return batch_forming.split_outputs(self._run(*values, timeout_ms=timeout_ms), [size], 0)[0]
+        finally:
+            self.queue.unbatched_done(size, now, time.monotonic() - now)
 
     def process_batch(self, tasks: list[BatchTask]) -> None:
         """``ProcessBatch``, on a batch thread: answers every task of the batch (once its stats

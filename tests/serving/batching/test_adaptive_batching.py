@@ -89,7 +89,7 @@ def test_no_wait_while_tasks_find_their_queue_idle():
     for _ in range(10_000):  # a lone client, or light traffic: each task finds its queue idle
         now += 0.0001
         timeout.arrival(now, 1, busy=False)
-    assert timeout.timeout == 0.0
+    assert timeout.timeout == 0.0 and timeout.unbatched
     assert timeout._climb.window == 0  # the climb does not even measure
 
 
@@ -100,11 +100,32 @@ def test_waiting_climbs_once_tasks_find_their_queue_busy():
         now += 0.0001
         timeout.arrival(now, 1, busy=i % 4 != 0)
     assert timeout._climb.window >= 2
-    assert timeout.timeout == adaptive.timeouts_up_to(0.010)[timeout._climb.index]
+    index = timeout._climb.index  # 0: unbatched, i: the i-th timeout
+    assert timeout.unbatched == (index == 0)
+    assert timeout.timeout == (0.0 if index == 0 else adaptive.timeouts_up_to(0.010)[index - 1])
     for _ in range(200):  # the traffic thins out: tasks find the queue idle again
         now += 0.0001
         timeout.arrival(now, 1, busy=False)
-    assert timeout.timeout == 0.0
+    assert timeout.timeout == 0.0 and timeout.unbatched
+
+
+def test_the_climb_runs_unbatched_until_batching_earns_more_throughput():
+    """Index 0 is not batching: where batching's rates are lower, or within MARGIN, the queue
+    stays unbatched (between probes); where they are higher it batches."""
+    for rates in ([100, 80, 70, 60, 50, 40, 30, 20], [100] * 8):
+        state = Climb(8)
+        for _ in range(60):
+            state.window_done(rates[state.index])
+        assert state.index == 0 or state.probing, rates
+    state = Climb(8)
+    for _ in range(60):
+        state.window_done([100, 130, 170, 220, 200, 150, 120, 110][state.index])
+    assert state.index in (2, 3, 4)
+    timeout = AdaptiveTimeout(0.010)
+    timeout._busy, timeout._climb.index = 1.0, 1
+    assert not timeout.unbatched and timeout.timeout == 0.0  # batching, without waiting
+    timeout._climb.index = 0
+    assert timeout.unbatched
 
 
 def test_an_idle_pause_drops_the_window_it_falls_in():

@@ -280,3 +280,44 @@ def test_the_wrapped_session_shows_through_and_close_closes_it(make):
     pending.join(5)
     assert not pending.is_alive() and fake.runs == [(1, 0)]
     assert fake.closed and all(q not in session._scheduler.queues() for q in queues)
+
+
+def test_an_adaptive_queue_runs_unbatched_on_the_callers_thread_as_a_batch_of_one(make):
+    """The adaptive choice of not batching (a lone caller here): each call runs on its own
+    thread, not a batch thread, gets its outputs and errors as a batch of one would (an
+    output that is not batched is refused alike), shows in the queue's stats, and ``stop``
+    waits for it."""
+    session, fake = make(adaptive_batch_timeout=True, input_batch_size_limit=8, max_execution_batch_size=8)
+    call = session.make_callable(["double:0"], ["x:0"], accept_options=True)
+    threads = []
+    real = fake._run
+
+    def recording(*args):
+        threads.append(threading.current_thread())
+        return real(*args)
+
+    fake._run = recording
+    np.testing.assert_array_equal(call(rows(3), timeout_ms=500)[0], rows(3) * 2)
+    assert threads == [threading.current_thread()] and fake.runs == [(3, 500)]
+    (queue,) = [q for q in session.queues() if q.stats.name.endswith("outputs: double:0}")]
+    assert queue.stats.tasks == 1 and queue.stats.batches == 1
+    scalar = session.make_callable(["scalar:0"], ["x:0"], accept_options=True)
+    with pytest.raises(errors.FailedPreconditionError, match="Batched output tensor has 0 dimensions"):
+        scalar(rows(1))
+    refuse = session.make_callable(["refuse:0"], ["x:0"], accept_options=True)
+    with pytest.raises(ValueError, match="cannot feed that"):
+        refuse(rows(1))
+    fake.gate = threading.Event()
+    fake.started.clear()
+    running = threading.Thread(target=call, args=(rows(2),))
+    running.start()
+    assert fake.started.wait(5)
+    stopped = []
+    stopper = threading.Thread(target=lambda: stopped.append(session._scheduler.stop(10)))
+    stopper.start()
+    time.sleep(0.2)
+    assert not stopped  # the unbatched run is in flight: stop waits for it
+    fake.gate.set()
+    running.join(5)
+    stopper.join(5)
+    assert stopped == [True]

@@ -4,7 +4,8 @@
         [--models tiny,mlp] [--client-procs N] [--server-threads N] [--bare-pool workerpool]
 
 Starts two processes on loopback: ``model_server`` serving ``models/half_plus_two`` ("tiny":
-y = 0.5x + 2) and ``models/keras_mlp`` ("mlp": 4-16-8-3), and a bare grpcio server whose
+y = 0.5x + 2), ``models/keras_mlp`` ("mlp": 4-16-8-3) or the oracle's ``keras_mlp_784`` ("mlp784":
+784-512-256-10, the issue's; ``python -m tests.oracle build``), and a bare grpcio server whose
 PredictionService.Predict returns a canned PredictResponse (the very bytes model_server answers
 for the same request, so both serialize the same message) with as many threads and the same
 message limits. The bare server is grpcio's stock one, its calls run by a ``ThreadPoolExecutor``;
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,7 +54,22 @@ MODELS = {
     "tiny": ("half_plus_two", "x", np.float32([[2.0]])),
     "tiny_tf2": ("half_plus_two_tf2", "x", np.float32([2.0])),
     "mlp": ("keras_mlp", "features", np.float32([[0.5, -1.0, 2.0, 0.25]])),
+    # the oracle's (python -m tests.oracle build): the issue's Keras MLP, 784-512-256-10
+    "mlp784": ("oracle:keras_mlp_784", "features", np.linspace(0, 1, 784, dtype=np.float32)[None, :]),
 }
+
+
+def base_path(work: Path, model: str) -> Path:
+    """``model``'s base path: its ``models/`` directory, or an oracle export copied as version 1."""
+    where = MODELS[model][0]
+    if not where.startswith("oracle:"):
+        return latest_version(where)
+    from tests.oracle import corpus  # (only for the oracle's models)
+
+    base = work / model
+    if not base.exists():
+        shutil.copytree(corpus.load_manifest(where.partition(":")[2])["export_path"], base / "1")
+    return base
 
 
 def latest_version(name: str) -> Path:
@@ -126,7 +143,7 @@ def write_model_config(work: Path, models: list[str]) -> Path:
     """A ``--model_config_file`` serving ``models``, each from its latest oracle version."""
     config = work / "models.config"
     entries = "".join(
-        f'  config {{ name: "{m}" base_path: "{latest_version(MODELS[m][0])}" model_platform: "tensorflow" }}\n'
+        f'  config {{ name: "{m}" base_path: "{base_path(work, m)}" model_platform: "tensorflow" }}\n'
         for m in models
     )
     config.write_text(f"model_config_list {{\n{entries}}}\n")

@@ -44,6 +44,20 @@ def keras_mlp(export_dir: str) -> list[Case]:
     return both_signatures({"features": r.normal(size=(4, 8)).astype(np.float32)})
 
 
+@model("keras_mlp_784")
+def keras_mlp_784(export_dir: str) -> list[Case]:
+    """The MNIST-sized MLP (784-512-256-10) that per-request cost is measured on (issue 43)."""
+    keras.utils.set_random_seed(32)
+    inputs = keras.Input(shape=(784,), name="features")
+    hidden = keras.layers.Dense(512, activation="relu")(inputs)
+    hidden = keras.layers.Dense(256, activation="relu")(hidden)
+    outputs = keras.layers.Dense(10, activation="softmax", name="probabilities")(hidden)
+    net = keras.Model(inputs, outputs)
+    export(net, export_dir)
+    r = rng(32)
+    return both_signatures({"features": r.uniform(0, 1, size=(4, 784)).astype(np.float32)})
+
+
 @model("keras_cnn_bn")
 def keras_cnn_bn(export_dir: str) -> list[Case]:
     """Conv2D + BatchNormalization (trained moving statistics) + MaxPool + Dense."""

@@ -116,6 +116,42 @@ def test_concurrent_clients_are_batched_and_get_tensorflows_answers(model_server
     assert batches < tasks / 2  # requests ran several to a batch
 
 
+def test_adaptive_batching_answers_as_tensorflow_batched_or_not(model_server, tmp_path):
+    """``--adaptive_batch_timeout``: a lone client's calls run unbatched (each a batch of one in
+    the queue's summary), concurrent clients' as the climb chooses; every answer TensorFlow's."""
+    _, case, features, key, expected = mlp_case()
+    config, batching = write_config(tmp_path, PARAMS.replace("20000", "2000"))
+    server = model_server(
+        f"--model_config_file={config}",
+        "--enable_batching",
+        f"--batching_parameters_file={batching}",
+        "--adaptive_batch_timeout",
+    )
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(server.channel())
+
+    def one(i: int) -> np.ndarray:
+        return tensor_codec.decode(predict(stub, "mlp", "features", features[i : i + 1]).outputs[key])
+
+    alone = list(range(len(features))) * 3
+    for i in alone:
+        np.testing.assert_allclose(one(i), expected[i : i + 1], rtol=case["rtol"], atol=case["atol"])
+    together = list(range(len(features))) * 40
+    with futures.ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(one, together))
+    for i, value in zip(together, got):
+        np.testing.assert_allclose(value, expected[i : i + 1], rtol=case["rtol"], atol=case["atol"])
+    assert server.stop() == 0
+    summary = re.search(
+        r"Batching of \{name: mlp version: 1\} \{inputs: serving_default_features:0.*?: (\d+) tasks in (\d+) "
+        r"batches.* (\d+) refused",
+        server.output(),
+    )
+    assert summary, server.output()
+    tasks, batches, refused = map(int, summary.groups())
+    assert (tasks, refused) == (len(alone) + len(together), 0)
+    assert len(alone) <= batches <= tasks
+
+
 CLIENT = textwrap.dedent(
     r"""
     import json, sys

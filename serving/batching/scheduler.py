@@ -114,9 +114,9 @@ class BatchQueue:
             self._run_inline(task)
         return task
 
-    def unbatched_done(self, size: int, started: float, seconds: float) -> None:
-        """A task ``schedule`` left to its caller (of ``size`` rows, at ``started``) ran, for
-        ``seconds``: a batch of one task in the stats."""
+    def unbatched_done(self, size: int, seconds: float) -> None:
+        """A task ``schedule`` left to its caller (of ``size`` rows) ran, for ``seconds``: a
+        batch of one task in the stats."""
         self.stats.batch_processed([size], 0, [0.0], 0, seconds)
         with self._scheduler._cv:
             self._in_flight -= 1

@@ -73,7 +73,7 @@ class _SignatureBatcher:
         try:  # the adaptive queue's choice: this task alone, here, checked as a batch of one
             return batch_forming.split_outputs(self._run(*values, timeout_ms=timeout_ms), [size], 0)[0]
         finally:
-            self.queue.unbatched_done(size, now, time.monotonic() - now)
+            self.queue.unbatched_done(size, time.monotonic() - now)
 
     def process_batch(self, tasks: list[BatchTask]) -> None:
         """``ProcessBatch``, on a batch thread: answers every task of the batch (once its stats

@@ -15,8 +15,6 @@ this does not render (other dtypes, tiny arrays) is the caller's general path. H
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from runtime import dtypes
@@ -176,39 +174,12 @@ def nested_rows(
 ) -> str:
     """``json_writer.nested_run`` of ``values`` (``rows`` arrays of shape ``inner``) with their
     ``decimal_tokens``: each value's row followed by a row of the separator that says which
-    lists close and open after it."""
-    per_row = math.prod(inner)
-    levels = len(inner)
-
-    def lead(level: int) -> str:
-        return "" if single_line else "\n" + json_writer.indent(depth + level + 1)
-
-    def opens(first: int) -> str:  # the lists of levels first.. opened
-        return "".join("[" + lead(level) for level in range(first, levels))
-
-    def closes(first: int) -> str:  # the lists of levels first.. closed, innermost first
-        if single_line:
-            return "]" * (levels - first)
-        return "".join(
-            "\n" + json_writer.indent(depth + level) + "]" for level in range(levels - 1, first - 1, -1)
-        )
-
-    comma = ", " if single_line else ","
-    separators = [comma + lead(levels - 1)]  # between two values of an innermost list
-    which = np.zeros(values.size, np.intp)
-    stride = 1
-    for level in range(levels - 1, 0, -1):  # a list of this level ends every ``stride`` values
-        stride *= inner[level]
-        separators.append(closes(level) + comma + lead(level - 1) + opens(level))
-        which[stride - 1 :: stride] = len(separators) - 1
-    separators.append(closes(0) + row_sep + opens(0))
-    which[per_row - 1 :: per_row] = len(separators) - 1
-    separators.append("")  # after the last value
-    which[-1] = len(separators) - 1
+    lists close and open after it (``json_writer.run_layout``)."""
+    head, separators, which, tail = json_writer.run_layout(values.size, inner, depth, single_line, row_sep)
     encoded = [separator.encode("ascii") for separator in separators]
     table = np.zeros((len(encoded), max(map(len, encoded))), np.uint8)
     for i, separator in enumerate(encoded):
         table[i, : len(separator)] = np.frombuffer(separator, np.uint8)
     rows = decimal_rows(values, table.shape[1])
     rows[:, _WIDTH:] = table[which]
-    return opens(0) + text(rows) + closes(0)
+    return head + text(rows) + tail

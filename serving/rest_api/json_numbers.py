@@ -45,8 +45,8 @@ _COMMA, _CLOSE = ord(","), ord("]")
 
 class Numbers:
     """A lifted array of numbers: its shape, its values flat (int64, uint64 or float64, each
-    as read) and the JSON kinds they had (``{int}`` if all are integers, else with ``float``); ``parsed`` gives the array as
-    the general path reads it (nested lists)."""
+    as read) and the JSON kinds they had (``{int}`` if all are integers, else with ``float``);
+    ``parsed`` gives the array as the general path reads it (nested lists)."""
 
     __slots__ = ("_body", "_span", "kinds", "shape", "values")
 

@@ -156,14 +156,27 @@ def nested_run(
 ) -> str:
     """``row_sep.join`` of ``nested`` of each of ``rows`` arrays of shape ``inner`` (their
     ``tokens`` row-major), in one join: each separator between two values says how many lists
-    close and open there, set by numpy per level, so a large output costs no Python work per
-    value (``nested`` per row took most of a 16 MB answer's time)."""
+    close and open there (``run_layout``), so a large output costs no Python work per value
+    (``nested`` per row took most of a 16 MB answer's time)."""
     per_row = math.prod(inner)
     if not inner or not per_row or len(tokens) != rows * per_row or rows < 2:
         return row_sep.join(
             nested(tokens[i * per_row : (i + 1) * per_row], inner, depth, single_line) for i in range(rows)
         )
-    levels = len(inner)
+    head, separators, which, tail = run_layout(len(tokens), inner, depth, single_line, row_sep)
+    parts = np.empty(2 * len(tokens) - 1, object)
+    parts[0::2] = tokens
+    parts[1::2] = np.array(separators, object)[which[:-1]]
+    return head + "".join(parts.tolist()) + tail
+
+
+def run_layout(
+    count: int, inner: tuple[int, ...], depth: int, single_line: bool, row_sep: str
+) -> tuple[str, list[str], np.ndarray, str]:
+    """How ``nested_run`` lays out ``count`` values of rows of shape ``inner`` (no empty
+    dimension): the text before the first value, the separators, which one follows each value
+    (set by numpy per level; "" after the last), and the text after the last value."""
+    per_row, levels = math.prod(inner), len(inner)
 
     def lead(level: int) -> str:
         return "" if single_line else "\n" + indent(depth + level + 1)
@@ -172,20 +185,23 @@ def nested_run(
         return "".join("[" + lead(level) for level in range(first, levels))
 
     def closes(first: int) -> str:  # the lists of levels first.. closed, innermost first
-        close = (lambda level: "]") if single_line else (lambda level: "\n" + indent(depth + level) + "]")
-        return "".join(close(level) for level in range(levels - 1, first - 1, -1))
+        if single_line:
+            return "]" * (levels - first)
+        return "".join("\n" + indent(depth + level) + "]" for level in range(levels - 1, first - 1, -1))
 
     comma = ", " if single_line else ","
-    separators = np.full(len(tokens) - 1, comma + lead(levels - 1), object)
+    separators = [comma + lead(levels - 1)]  # between two values of an innermost list
+    which = np.zeros(count, np.intp)
     stride = 1
     for level in range(levels - 1, 0, -1):  # a list of this level ends every ``stride`` values
         stride *= inner[level]
-        separators[stride - 1 :: stride] = closes(level) + comma + lead(level - 1) + opens(level)
-    separators[per_row - 1 :: per_row] = closes(0) + row_sep + opens(0)
-    parts = np.empty(2 * len(tokens) - 1, object)
-    parts[0::2] = tokens
-    parts[1::2] = separators
-    return opens(0) + "".join(parts.tolist()) + closes(0)
+        separators.append(closes(level) + comma + lead(level - 1) + opens(level))
+        which[stride - 1 :: stride] = len(separators) - 1
+    separators.append(closes(0) + row_sep + opens(0))
+    which[per_row - 1 :: per_row] = len(separators) - 1
+    separators.append("")
+    which[-1] = len(separators) - 1
+    return opens(0), separators, which, closes(0)
 
 
 def decimal_tokens(values: np.ndarray) -> list[str]:

@@ -65,6 +65,17 @@ def write_config(tmp_path: Path, params: str = PARAMS) -> tuple[Path, Path]:
     return config, batching
 
 
+def queue_summary(output: str) -> tuple[int, int, int]:
+    """The tasks, batches and refusals the mlp's serving_default queue logged at the stop."""
+    summary = re.search(
+        r"Batching of \{name: mlp version: 1\} \{inputs: serving_default_features:0.*?: (\d+) tasks in (\d+) "
+        r"batches.* (\d+) refused",
+        output,
+    )
+    assert summary, output
+    return tuple(map(int, summary.groups()))
+
+
 def predict(stub, model: str, alias: str, value: np.ndarray, timeout: float = 30):
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model
@@ -105,13 +116,7 @@ def test_concurrent_clients_are_batched_and_get_tensorflows_answers(model_server
         log,
     ), log
     assert server.stop() == 0
-    summary = re.search(
-        r"Batching of \{name: mlp version: 1\} \{inputs: serving_default_features:0.*?: (\d+) tasks in (\d+) "
-        r"batches.* (\d+) refused",
-        server.output(),
-    )
-    assert summary, server.output()
-    tasks, batches, refused = map(int, summary.groups())
+    tasks, batches, refused = queue_summary(server.output())
     assert (tasks, refused) == (len(rows), 1)
     assert batches < tasks / 2  # requests ran several to a batch
 
@@ -141,13 +146,7 @@ def test_adaptive_batching_answers_as_tensorflow_batched_or_not(model_server, tm
     for i, value in zip(together, got):
         np.testing.assert_allclose(value, expected[i : i + 1], rtol=case["rtol"], atol=case["atol"])
     assert server.stop() == 0
-    summary = re.search(
-        r"Batching of \{name: mlp version: 1\} \{inputs: serving_default_features:0.*?: (\d+) tasks in (\d+) "
-        r"batches.* (\d+) refused",
-        server.output(),
-    )
-    assert summary, server.output()
-    tasks, batches, refused = map(int, summary.groups())
+    tasks, batches, refused = queue_summary(server.output())
     assert (tasks, refused) == (len(alone) + len(together), 0)
     assert len(alone) <= batches <= tasks
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -29,6 +28,7 @@ from apis.tensorflow.core.framework import tensor_pb2
 from serving.inference import tensor_codec
 from serving.rest_api.server import NOT_FOUND_PAGE
 from tests.e2e.conftest import MODELS_DIR, free_port
+from tests.e2e.test_batching_server import queue_summary
 from tests.oracle import corpus, oracle_dir
 from tests.oracle.venvs import venv_python
 
@@ -421,13 +421,7 @@ def test_v2_requests_are_batched_and_logged_as_predicts_are(model_server, tmp_pa
         "Task size 9 is larger than maximum input batch size 8",
     )
     assert server.stop() == 0
-    summary = re.search(
-        r"Batching of \{name: mlp version: 1\} \{inputs: serving_default_features:0.*?: (\d+) tasks in (\d+) "
-        r"batches.* (\d+) refused",
-        server.output(),
-    )
-    assert summary, server.output()
-    tasks, batches, refused = map(int, summary.groups())
+    tasks, batches, refused = queue_summary(server.output())
     assert (tasks, refused) == (len(rows), 1) and batches < tasks / 2
     (log,) = sorted(log_dir.iterdir())
     with open(log, "rb") as f:
